@@ -1,0 +1,7 @@
+// Compile order for the kernel-DMA model (package first).
+kdma_pkg.sv
+kdma_credit.sv
+kdma_prefetch_ring.sv
+kdma_mem_model.sv
+kdma_core.sv
+kdma_top.sv

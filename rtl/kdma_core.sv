@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// One ANE core's kernel DMA: task latch, prefetch ring, KMem buffer and performance counters.
+
+`default_nettype none
+
+module kdma_core
+#(
+  // Credit arithmetic: a buggy hypothesis or the fix (see kdma_credit).
+  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Width of the prefetch ring pointers, in lines.
+  parameter int RingBits = kdma_pkg::RING_BITS,
+  // Clamp on the look-ahead credit, in lines.
+  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
+  // KMem capacity, in lines.
+  parameter int KmemLines = kdma_pkg::KMEM_LINES
+) (
+  input  logic clk_i,
+  input  logic rst_ni,
+
+  // ---- Run-time setting ----
+  input  logic [$clog2(KmemLines+1)-1:0] window_i,   // demand window, lines
+
+  // ---- Task interface ----
+  input  logic                  start_i,        // sampled only while idle
+  input  logic [kdma_pkg::ADDR_BITS-1:0]  base_addr_i,    // byte address; low 6 bits ignored
+  input  logic [kdma_pkg::ADDR_BITS-1:0]  size_bytes_i,   // rounded up to whole lines
+  output logic                  idle_o,         // ready for start_i
+  output logic                  done_o,         // one-cycle pulse: every line consumed
+  output logic                  unaligned_o,    // task's base had low bits set
+  output logic                  partial_o,      // task's size was rounded up
+  output logic                  wrap_o,         // task crossed the top of the address space
+
+  // ---- Memory port ----
+  output logic                      req_valid_o,
+  input  logic                      req_ready_i,
+  output logic [kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_o,
+  input  logic                      resp_valid_i,
+  input  logic [kdma_pkg::LINE_ADDR_BITS-1:0] resp_addr_i,
+  input  logic [kdma_pkg::LINE_BITS-1:0]      resp_data_i,
+
+  // ---- KMem drain port (consumer side, optional back-pressure) ----
+  output logic                      kmem_valid_o,
+  input  logic                      kmem_ready_i,
+  output logic [kdma_pkg::LINE_ADDR_BITS-1:0] kmem_addr_o,
+  output logic [kdma_pkg::LINE_BITS-1:0]      kmem_data_o,
+
+  // ---- Performance counters (cleared by start_i) ----
+  output logic [31:0]                    cycles_o,             // cycles busy
+  output logic [31:0]                    zero_credit_cycles_o, // busy, lines left, credit 0
+  output logic [$clog2(KmemLines+1)-1:0] peak_inflight_o,      // most reads in flight
+  output logic [kdma_pkg::COUNT_BITS-1:0]          issued_lines_o,
+  output logic [kdma_pkg::COUNT_BITS-1:0]          consumed_lines_o
+);
+
+  import kdma_pkg::*;
+
+  localparam int CapBits = $clog2(KmemLines + 1);
+  localparam int PtrBits = $clog2(KmemLines);
+  localparam int CreditBits = $clog2(PrefetchMaxLines + 1);
+
+  // ---------------------------------------------------------------------------
+  // Task latch
+  // ---------------------------------------------------------------------------
+  logic                      busy_q, done_q, unaligned_q, partial_q, wrap_q;
+  logic [LINE_ADDR_BITS-1:0] base_line_q;
+  logic [COUNT_BITS-1:0]     lines_q, consumed_q;
+  logic [COUNT_BITS-1:0]     start_lines;   // ceil(size / 64)
+  logic                      accept;
+  logic                      last_consume;
+
+  assign start_lines = COUNT_BITS'(size_bytes_i >> LINE_SHIFT) + COUNT_BITS'(|size_bytes_i[LINE_SHIFT-1:0]);
+  assign accept      = start_i && !busy_q;
+
+  // ---------------------------------------------------------------------------
+  // Issue engine
+  // ---------------------------------------------------------------------------
+  logic [COUNT_BITS-1:0] issued;
+  logic [CreditBits-1:0] credit;
+  logic [CapBits-1:0]    cap, outstanding;
+
+  kdma_prefetch_ring #(
+    .CreditMode      (CreditMode),
+    .RingBits        (RingBits),
+    .PrefetchMaxLines(PrefetchMaxLines),
+    .KmemLines       (KmemLines)
+  ) u_ring (
+    .clk_i,
+    .rst_ni,
+    .window_i,
+    .busy_i          (busy_q),
+    .base_line_i     (base_line_q),
+    .transfer_lines_i(lines_q),
+    .clear_i         (accept),
+    .consumed_lines_i(consumed_q),
+    .req_valid_o,
+    .req_ready_i,
+    .req_addr_o,
+    .issued_lines_o  (issued),
+    .credit_o        (credit),
+    .cap_o           (cap),
+    .outstanding_o   (outstanding)
+  );
+
+  // ---------------------------------------------------------------------------
+  // KMem: lines returned from memory wait here until the consumer drains them.
+  // The issue gate keeps issued - consumed <= KmemLines, so it never overflows.
+  // ---------------------------------------------------------------------------
+  logic [LINE_ADDR_BITS-1:0] kmem_addr [KmemLines];
+  logic [LINE_BITS-1:0]      kmem_data [KmemLines];
+  logic [PtrBits-1:0]        kmem_wr_q, kmem_rd_q;
+  logic [CapBits-1:0]        kmem_count_q;
+  logic [CapBits-1:0]        inflight_q, peak_inflight_q;
+  logic                      drain;
+
+  assign kmem_valid_o = (kmem_count_q != '0);
+  assign kmem_addr_o  = kmem_addr[kmem_rd_q];
+  assign kmem_data_o  = kmem_data[kmem_rd_q];
+  assign drain        = kmem_valid_o && kmem_ready_i;
+
+  always_ff @(posedge clk_i) begin
+    if (resp_valid_i) begin
+      kmem_addr[kmem_wr_q] <= resp_addr_i;
+      kmem_data[kmem_wr_q] <= resp_data_i;
+    end
+  end
+
+  assign last_consume = drain && (consumed_q + 1'b1 == lines_q);
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      busy_q          <= 1'b0;
+      done_q          <= 1'b0;
+      unaligned_q     <= 1'b0;
+      partial_q       <= 1'b0;
+      wrap_q          <= 1'b0;
+      base_line_q     <= '0;
+      lines_q         <= '0;
+      consumed_q      <= '0;
+      kmem_wr_q       <= '0;
+      kmem_rd_q       <= '0;
+      kmem_count_q    <= '0;
+      inflight_q      <= '0;
+      peak_inflight_q <= '0;
+    end else begin
+      done_q <= 1'b0;
+      if (resp_valid_i) kmem_wr_q <= kmem_wr_q + 1'b1;
+      if (drain)        kmem_rd_q <= kmem_rd_q + 1'b1;
+      kmem_count_q <= kmem_count_q + CapBits'(resp_valid_i) - CapBits'(drain);
+      inflight_q   <= inflight_q + CapBits'(req_valid_o && req_ready_i) - CapBits'(resp_valid_i);
+      if (inflight_q > peak_inflight_q) peak_inflight_q <= inflight_q;
+      if (accept) begin
+        busy_q          <= (start_lines != '0);
+        done_q          <= (start_lines == '0);
+        unaligned_q     <= |base_addr_i[LINE_SHIFT-1:0];
+        partial_q       <= |size_bytes_i[LINE_SHIFT-1:0];
+        wrap_q          <= ({{(COUNT_BITS + 1 - LINE_ADDR_BITS) {1'b0}}, base_addr_i[ADDR_BITS-1:LINE_SHIFT]}
+                            + {1'b0, start_lines}) > ((COUNT_BITS + 1)'(1) << LINE_ADDR_BITS);
+        base_line_q     <= base_addr_i[ADDR_BITS-1:LINE_SHIFT];
+        lines_q         <= start_lines;
+        consumed_q      <= '0;
+        peak_inflight_q <= '0;
+      end else if (busy_q) begin
+        if (drain) consumed_q <= consumed_q + 1'b1;
+        if (last_consume) begin
+          busy_q <= 1'b0;
+          done_q <= 1'b1;
+        end
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // Performance counters
+  // ---------------------------------------------------------------------------
+  logic [31:0] cycles_q, zero_credit_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      cycles_q      <= '0;
+      zero_credit_q <= '0;
+    end else if (accept) begin
+      cycles_q      <= '0;
+      zero_credit_q <= '0;
+    end else if (busy_q) begin
+      cycles_q <= cycles_q + 1'b1;
+      if ((issued != lines_q) && (credit == '0)) zero_credit_q <= zero_credit_q + 1'b1;
+    end
+  end
+
+  assign idle_o               = !busy_q;
+  assign done_o               = done_q;
+  assign unaligned_o          = unaligned_q;
+  assign partial_o            = partial_q;
+  assign wrap_o               = wrap_q;
+  assign cycles_o             = cycles_q;
+  assign zero_credit_cycles_o = zero_credit_q;
+  assign peak_inflight_o      = peak_inflight_q;
+  assign issued_lines_o       = issued;
+  assign consumed_lines_o     = consumed_q;
+
+  // ---------------------------------------------------------------------------
+  // Immediate assertions (simulation only; formal/ restates them as properties)
+  // ---------------------------------------------------------------------------
+`ifndef SYNTHESIS
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (rst_ni) begin
+      assert (credit <= CreditBits'(PrefetchMaxLines))
+        else $error("kdma: credit %0d above clamp %0d", credit, PrefetchMaxLines);
+      assert (!req_valid_o || (outstanding < cap))
+        else $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
+      assert (outstanding <= CapBits'(KmemLines))
+        else $error("kdma: %0d lines outstanding, KMem holds %0d", outstanding, KmemLines);
+      assert (!busy_q || (issued <= lines_q))
+        else $error("kdma: issued %0d of %0d lines", issued, lines_q);
+      assert (!req_valid_o || (issued < lines_q))
+        else $error("kdma: read beyond the end of the transfer");
+      assert (!(busy_q && last_consume) || (issued == lines_q && kmem_count_q == CapBits'(1)))
+        else $error("kdma: done with %0d of %0d issued", issued, lines_q);
+    end
+  end
+`endif
+
+endmodule
+
+`resetall

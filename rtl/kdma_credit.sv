@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// Look-ahead credit of the kernel-DMA prefetcher: the erratum and its fix side by side.
+
+`default_nettype none
+
+module kdma_credit
+#(
+  // Which arithmetic to build: a buggy hypothesis or the fix.
+  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Width of the prefetch ring pointers in lines (14: the suspected erratum).
+  parameter int RingBits = kdma_pkg::RING_BITS,
+  // Clamp on the credit, in lines (one 16 KiB page).
+  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES
+) (
+  // Task, as latched by the core
+  input  logic [RingBits-1:0]             start_ptr_i,       // first line address, low RingBits
+  input  logic [kdma_pkg::COUNT_BITS-1:0] transfer_lines_i,  // lines in the task
+  // Progress
+  input  logic [kdma_pkg::COUNT_BITS-1:0] issued_lines_i,    // lines already requested
+  // Credit: lines the prefetcher may run ahead of the demand window
+  output logic [$clog2(PrefetchMaxLines+1)-1:0] credit_o
+);
+
+  import kdma_pkg::*;
+
+  localparam int CreditBits = $clog2(PrefetchMaxLines + 1);
+  localparam logic [COUNT_BITS-1:0] Clamp = COUNT_BITS'(PrefetchMaxLines);
+
+  // The ring, as the article sketches it (names kept for waves and formal).
+  logic [RingBits-1:0]   rd_ptr;      // start_line[13:0]: all the ring ever sees
+  logic [RingBits-1:0]   end_ptr;     // (start_line + transfer_lines)[13:0]
+  logic [RingBits-1:0]   distance;    // end_ptr - rd_ptr, wraps modulo 2^RingBits
+  logic [RingBits-1:0]   magnitude;   // |distance| read as a signed ring offset
+  logic [COUNT_BITS-1:0] avail;       // lines the mode believes are left
+
+  assign rd_ptr    = start_ptr_i;
+  assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0];
+  assign distance  = end_ptr - rd_ptr;
+  assign magnitude = distance[RingBits-1] ? RingBits'(-distance) : distance;
+
+  // ---------------------------------------------------------------------------
+  // The erratum in three lines. Literal and Signed see only the 14-bit ring
+  // distance, which aliases to 0 at every multiple of 2^14 lines. The fix
+  // counts what is actually left, in full width.
+  // ---------------------------------------------------------------------------
+  always_comb begin
+    avail = '0;
+    unique case (CreditMode)
+      CreditLiteral: avail = COUNT_BITS'(distance);
+      CreditSigned:  avail = COUNT_BITS'(magnitude);
+      CreditFixed:   avail = transfer_lines_i - issued_lines_i;
+      default:       avail = '0;
+    endcase
+  end
+
+  assign credit_o = (avail > Clamp) ? CreditBits'(PrefetchMaxLines) : CreditBits'(avail);
+
+endmodule
+
+`resetall

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Behavioural DRAM shared by the cores: in order, fixed latency, per-core and aggregate rate limits.
+
+`default_nettype none
+
+module kdma_mem_model
+#(
+  // Number of request/response ports (one per core).
+  parameter int NumCores = 1,
+  // Largest latency the run-time input may ask for, in cycles.
+  parameter int MaxLatencyCycles = 4095,
+  // Requests each port may have outstanding (the core caps itself lower).
+  parameter int DepthLines = kdma_pkg::KMEM_LINES
+) (
+  input  logic clk_i,
+  input  logic rst_ni,
+
+  // ---- Run-time settings (hold steady while any task runs) ----
+  // Cycles from an accepted request to its response, 1..MaxLatencyCycles.
+  input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,
+  // Per-port rate limit in lines per cycle, fixed point, 0 < rate <= 1.0.
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,
+  // Aggregate ceiling over all ports in lines per cycle, fixed point.
+  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
+
+  // ---- Requests, one line each ----
+  input  logic [NumCores-1:0]                     req_valid_i,
+  output logic [NumCores-1:0]                     req_ready_o,  // the grant
+  input  logic [NumCores-1:0][kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_i,
+
+  // ---- Responses, in request order, no back-pressure ----
+  output logic [NumCores-1:0]                     resp_valid_o,
+  output logic [NumCores-1:0][kdma_pkg::LINE_ADDR_BITS-1:0] resp_addr_o,
+  output logic [NumCores-1:0][kdma_pkg::LINE_BITS-1:0]      resp_data_o
+);
+
+  import kdma_pkg::*;
+
+  localparam int LatBits   = $clog2(MaxLatencyCycles + 1);
+  localparam int TsBits    = LatBits + 1;        // wrap-safe due-time compare
+  localparam int PtrBits   = $clog2(DepthLines);
+  localparam int CoreBits  = (NumCores > 1) ? $clog2(NumCores) : 1;
+  localparam int AccBits   = RATE_FRAC_BITS + 6; // holds bank (<= 1.0) + agg rate
+  localparam logic [AccBits-1:0] One = AccBits'(RATE_ONE);
+
+  // ---------------------------------------------------------------------------
+  // Rate limits: token buckets that bank at most one line of credit. A port may
+  // be granted when its bank plus this cycle's refill reaches one line; the
+  // aggregate bucket grants at most floor(bank + refill) lines per cycle, to
+  // eligible ports in round-robin order.
+  // ---------------------------------------------------------------------------
+  logic [TsBits-1:0]                   now_q;
+  logic [NumCores-1:0][AccBits-1:0]    tok_q;
+  logic [AccBits-1:0]                  agg_q;
+  logic [CoreBits-1:0]                 rr_q;
+  logic [NumCores-1:0]                 fifo_full;
+  logic [NumCores-1:0]                 eligible;
+  logic [NumCores-1:0]                 grant;
+  logic [AccBits-1:0]                  agg_avail;
+  logic [AccBits-1:0]                  agg_spent;
+  logic [CoreBits-1:0]                 rr_d;
+
+  assign agg_avail = agg_q + AccBits'(agg_rate_i);
+
+  always_comb begin
+    for (int c = 0; c < NumCores; c++) begin
+      eligible[c] = req_valid_i[c] && !fifo_full[c] && (tok_q[c] + AccBits'(core_rate_i) >= One);
+    end
+  end
+
+  always_comb begin
+    int idx;
+    grant     = '0;
+    agg_spent = '0;
+    rr_d      = rr_q;
+    for (int i = 0; i < NumCores; i++) begin
+      idx = int'(rr_q) + i;
+      if (idx >= NumCores) idx = idx - NumCores;
+      if (eligible[idx] && (agg_avail - agg_spent >= One)) begin
+        grant[idx] = 1'b1;
+        agg_spent  = agg_spent + One;
+        rr_d       = (idx + 1 >= NumCores) ? '0 : CoreBits'(idx + 1);
+      end
+    end
+  end
+
+  assign req_ready_o = grant;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      now_q <= '0;
+      tok_q <= '0;
+      agg_q <= '0;
+      rr_q  <= '0;
+    end else begin
+      now_q <= now_q + 1'b1;
+      rr_q  <= rr_d;
+      agg_q <= (agg_avail - agg_spent > One) ? One : agg_avail - agg_spent;
+      for (int c = 0; c < NumCores; c++) begin
+        if (grant[c])                                          tok_q[c] <= tok_q[c] + AccBits'(core_rate_i) - One;
+        else if (tok_q[c] + AccBits'(core_rate_i) > One)       tok_q[c] <= One;
+        else                                                   tok_q[c] <= tok_q[c] + AccBits'(core_rate_i);
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // Per-port in-order response queue of (line address, due cycle).
+  // ---------------------------------------------------------------------------
+  for (genvar c = 0; c < NumCores; c++) begin : g_port
+    logic [LINE_ADDR_BITS-1:0] addr_mem [DepthLines];
+    logic [TsBits-1:0]         due_mem  [DepthLines];
+    logic [PtrBits-1:0]        wr_q, rd_q;
+    logic [PtrBits:0]          count_q;
+    logic [TsBits-1:0]         head_wait;   // now - due, as a signed quantity
+    logic                      pop;
+
+    assign fifo_full[c] = (count_q == (PtrBits + 1)'(DepthLines));
+    assign head_wait    = now_q - due_mem[rd_q];
+    assign pop          = (count_q != '0) && !head_wait[TsBits-1];
+
+    assign resp_valid_o[c] = pop;
+    assign resp_addr_o[c]  = addr_mem[rd_q];
+    assign resp_data_o[c]  = line_data(addr_mem[rd_q]);
+
+    always_ff @(posedge clk_i) begin
+      if (grant[c]) begin
+        addr_mem[wr_q] <= req_addr_i[c];
+        due_mem[wr_q]  <= now_q + TsBits'(latency_i);
+      end
+    end
+
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) begin
+        wr_q    <= '0;
+        rd_q    <= '0;
+        count_q <= '0;
+      end else begin
+        if (grant[c]) wr_q <= wr_q + 1'b1;
+        if (pop)      rd_q <= rd_q + 1'b1;
+        count_q <= count_q + (PtrBits + 1)'(grant[c]) - (PtrBits + 1)'(pop);
+      end
+    end
+  end
+
+endmodule
+
+`resetall

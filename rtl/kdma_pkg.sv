@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Constants, credit modes and the test-data function shared by the kernel-DMA model.
+
+`default_nettype none
+
+package kdma_pkg;
+
+  // One kernel-DMA line is 64 bytes; byte addresses carry 6 offset bits.
+  localparam int LINE_BYTES = 64;
+  localparam int LINE_SHIFT = 6;
+  // Byte addresses and byte sizes are 32 bits wide, so line addresses are 26.
+  localparam int ADDR_BITS = 32;
+  localparam int LINE_ADDR_BITS = ADDR_BITS - LINE_SHIFT;
+  // Line counts (transfer, issued, consumed) are kept in 32 bits.
+  localparam int COUNT_BITS = 32;
+  // Width of the suspected speculative prefetch ring: 2^14 lines = 1 MiB.
+  localparam int RING_BITS = 14;
+  // Most lines the prefetcher may run ahead of demand: one 16 KiB page.
+  localparam int PREFETCH_MAX_LINES = 256;
+  // Resident kernel memory per core: 64 KiB = 1024 lines.
+  localparam int KMEM_LINES = 1024;
+  // Data payload of one line.
+  localparam int LINE_BITS = 8 * LINE_BYTES;
+  // Fixed-point rates (lines per cycle) carry this many fraction bits.
+  localparam int RATE_FRAC_BITS = 16;
+  localparam int RATE_ONE = 1 << RATE_FRAC_BITS;
+
+  // How the credit unit turns the task into look-ahead credit.
+  typedef enum logic [1:0] {
+    // The article's sketch, literally: 14-bit distance end_ptr - rd_ptr,
+    // fixed at task start. Aliases to 0 at k * 2^14 lines; one-sided notch.
+    CreditLiteral = 2'd0,
+    // Two-sided hypothesis: the same 14-bit distance read as a signed ring
+    // offset, and its magnitude clamped. Starves both sides: a V.
+    CreditSigned  = 2'd1,
+    // The fix: full-width lines remaining, min(transfer - issued, 256).
+    CreditFixed   = 2'd2
+  } credit_mode_e;
+
+  // Word j of the line at line address `line_addr`: a pure function of the
+  // address, so every checker can recompute it. Python: ane_kdma.linedata.
+  function automatic logic [31:0] line_word(input logic [LINE_ADDR_BITS-1:0] line_addr,
+                                            input logic [3:0] j);
+    logic [31:0] w;
+    w = {{(32 - LINE_ADDR_BITS) {1'b0}}, line_addr} * 32'h9E37_79B1 + {28'd0, j} * 32'h7F4A_7C15;
+    return w ^ (w >> 15);
+  endfunction
+
+  function automatic logic [LINE_BITS-1:0] line_data(input logic [LINE_ADDR_BITS-1:0] line_addr);
+    logic [LINE_BITS-1:0] d;
+    for (int j = 0; j < 16; j++) begin
+      d[32*j+:32] = line_word(line_addr, 4'(j));
+    end
+    return d;
+  endfunction
+
+endpackage
+
+`resetall

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Issue engine of one kernel DMA: in-order line reads gated by demand window + credit and KMem space.
+
+`default_nettype none
+
+module kdma_prefetch_ring
+#(
+  // Credit arithmetic: a buggy hypothesis or the fix (see kdma_credit).
+  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Width of the prefetch ring pointers, in lines.
+  parameter int RingBits = kdma_pkg::RING_BITS,
+  // Clamp on the look-ahead credit, in lines.
+  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
+  // KMem capacity, in lines (64 KiB).
+  parameter int KmemLines = kdma_pkg::KMEM_LINES
+) (
+  input  logic clk_i,
+  input  logic rst_ni,
+
+  // ---- Run-time setting ----
+  // Non-speculative demand window, in lines (0..KmemLines).
+  input  logic [$clog2(KmemLines+1)-1:0] window_i,
+
+  // ---- Task (held by the core for the whole transfer) ----
+  input  logic                      busy_i,            // a task is running
+  input  logic [kdma_pkg::LINE_ADDR_BITS-1:0] base_line_i,       // first line address
+  input  logic [kdma_pkg::COUNT_BITS-1:0]     transfer_lines_i,  // lines in the task
+  input  logic                      clear_i,           // a new task starts: zero the counts
+
+  // ---- Progress from the KMem side ----
+  input  logic [kdma_pkg::COUNT_BITS-1:0]     consumed_lines_i,  // lines drained out of KMem
+
+  // ---- Read requests to memory ----
+  output logic                      req_valid_o,
+  input  logic                      req_ready_i,
+  output logic [kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_o,
+
+  // ---- State, for counters, waves and assertions ----
+  output logic [kdma_pkg::COUNT_BITS-1:0]     issued_lines_o,
+  output logic [$clog2(PrefetchMaxLines+1)-1:0] credit_o,
+  output logic [$clog2(KmemLines+1)-1:0] cap_o,        // window + credit, capped by KMem
+  output logic [$clog2(KmemLines+1)-1:0] outstanding_o // in flight + waiting in KMem
+);
+
+  import kdma_pkg::*;
+
+  localparam int CapBits = $clog2(KmemLines + 1);
+  localparam int SumBits = CapBits + 1;
+
+  logic [COUNT_BITS-1:0] issued_q;
+  logic [SumBits-1:0]    window_plus_credit;
+
+  kdma_credit #(
+    .CreditMode      (CreditMode),
+    .RingBits        (RingBits),
+    .PrefetchMaxLines(PrefetchMaxLines)
+  ) u_credit (
+    .start_ptr_i     (base_line_i[RingBits-1:0]),
+    .transfer_lines_i(transfer_lines_i),
+    .issued_lines_i  (issued_q),
+    .credit_o        (credit_o)
+  );
+
+  assign window_plus_credit = SumBits'(window_i) + SumBits'(credit_o);
+  assign cap_o = (window_plus_credit > SumBits'(KmemLines)) ? CapBits'(KmemLines)
+                                                            : CapBits'(window_plus_credit);
+  // issued - consumed never exceeds KmemLines, so the low bits are exact.
+  assign outstanding_o = CapBits'(issued_q - consumed_lines_i);
+
+  assign req_valid_o    = busy_i && (issued_q != transfer_lines_i) && (outstanding_o < cap_o);
+  assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0];  // wraps at 2^32 bytes
+  assign issued_lines_o = issued_q;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      issued_q <= '0;
+    end else if (clear_i) begin
+      issued_q <= '0;
+    end else if (req_valid_o && req_ready_i) begin
+      issued_q <= issued_q + 1'b1;
+    end
+  end
+
+endmodule
+
+`resetall

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// 1..16 kernel-DMA cores sharing one behavioural DRAM; one task starts every enabled core.
+
+`default_nettype none
+
+module kdma_top
+#(
+  // Number of cores (the M3 ANE has 16).
+  parameter int NumCores = 1,
+  // Credit arithmetic of every core: a buggy hypothesis or the fix.
+  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Width of the prefetch ring pointers, in lines.
+  parameter int RingBits = kdma_pkg::RING_BITS,
+  // Clamp on the look-ahead credit, in lines.
+  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
+  // Largest memory latency the run-time input may ask for, in cycles.
+  parameter int MaxLatencyCycles = 4095
+) (
+  input  logic clk_i,
+  input  logic rst_ni,
+
+  // ---- Run-time settings (from the profile; hold steady during a task) ----
+  input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,     // memory latency, cycles
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,   // lines/cycle per core, Q.16
+  // Aggregate DRAM ceiling in lines/cycle, Q.16. For LPDDR5-6400 x128
+  // (102.4 GB/s) at the profile's ns_per_cycle: 102.4 * ns_per_cycle / 64.
+  // ane_kdma.profile.Profile.agg_rate_q16 computes it; nothing here hard-codes it.
+  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
+  input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0]       window_i,      // demand window, lines
+
+  // ---- Task: one (base, size) per core; disabled cores sit out ----
+  input  logic                                start_i,
+  input  logic [NumCores-1:0]                 core_en_i,
+  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  base_addr_i,
+  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  size_bytes_i,
+  output logic                                idle_o,
+  output logic                                done_o,       // pulse: every enabled core done
+  output logic [31:0]                         cycles_o,     // cycles from start to done
+
+  // ---- KMem drain ports ----
+  output logic [NumCores-1:0]                     kmem_valid_o,
+  input  logic [NumCores-1:0]                     kmem_ready_i,
+  output logic [NumCores-1:0][kdma_pkg::LINE_ADDR_BITS-1:0] kmem_addr_o,
+  output logic [NumCores-1:0][kdma_pkg::LINE_BITS-1:0]      kmem_data_o,
+
+  // ---- Per-core status and counters ----
+  output logic [NumCores-1:0]                     core_done_o,
+  output logic [NumCores-1:0]                     unaligned_o,
+  output logic [NumCores-1:0]                     partial_o,
+  output logic [NumCores-1:0]                     wrap_o,
+  output logic [NumCores-1:0][31:0]               core_cycles_o,
+  output logic [NumCores-1:0][31:0]               zero_credit_cycles_o,
+  output logic [NumCores-1:0][$clog2(kdma_pkg::KMEM_LINES+1)-1:0] peak_inflight_o,
+  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]     issued_lines_o,
+  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]     consumed_lines_o
+);
+
+  import kdma_pkg::*;
+
+  logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle;
+  logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
+  logic [NumCores-1:0][LINE_BITS-1:0]      resp_data;
+  logic [NumCores-1:0]                     pending_q;
+  logic [31:0]                             cycles_q;
+  logic                                    done_q;
+  logic                                    accept;
+
+  assign accept = start_i && (pending_q == '0) && (&core_idle);
+
+  for (genvar c = 0; c < NumCores; c++) begin : g_core
+    kdma_core #(
+      .CreditMode      (CreditMode),
+      .RingBits        (RingBits),
+      .PrefetchMaxLines(PrefetchMaxLines),
+      .KmemLines       (KMEM_LINES)
+    ) u_core (
+      .clk_i,
+      .rst_ni,
+      .window_i,
+      .start_i             (accept && core_en_i[c]),
+      .base_addr_i         (base_addr_i[c]),
+      .size_bytes_i        (size_bytes_i[c]),
+      .idle_o              (core_idle[c]),
+      .done_o              (core_done_o[c]),
+      .unaligned_o         (unaligned_o[c]),
+      .partial_o           (partial_o[c]),
+      .wrap_o              (wrap_o[c]),
+      .req_valid_o         (req_valid[c]),
+      .req_ready_i         (req_ready[c]),
+      .req_addr_o          (req_addr[c]),
+      .resp_valid_i        (resp_valid[c]),
+      .resp_addr_i         (resp_addr[c]),
+      .resp_data_i         (resp_data[c]),
+      .kmem_valid_o        (kmem_valid_o[c]),
+      .kmem_ready_i        (kmem_ready_i[c]),
+      .kmem_addr_o         (kmem_addr_o[c]),
+      .kmem_data_o         (kmem_data_o[c]),
+      .cycles_o            (core_cycles_o[c]),
+      .zero_credit_cycles_o(zero_credit_cycles_o[c]),
+      .peak_inflight_o     (peak_inflight_o[c]),
+      .issued_lines_o      (issued_lines_o[c]),
+      .consumed_lines_o    (consumed_lines_o[c])
+    );
+  end
+
+  kdma_mem_model #(
+    .NumCores        (NumCores),
+    .MaxLatencyCycles(MaxLatencyCycles),
+    .DepthLines      (KMEM_LINES)
+  ) u_mem (
+    .clk_i,
+    .rst_ni,
+    .latency_i,
+    .core_rate_i,
+    .agg_rate_i,
+    .req_valid_i (req_valid),
+    .req_ready_o (req_ready),
+    .req_addr_i  (req_addr),
+    .resp_valid_o(resp_valid),
+    .resp_addr_o (resp_addr),
+    .resp_data_o (resp_data)
+  );
+
+  // Task completion: wait for every enabled core's done pulse.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      pending_q <= '0;
+      cycles_q  <= '0;
+      done_q    <= 1'b0;
+    end else begin
+      done_q <= 1'b0;
+      if (accept) begin
+        pending_q <= core_en_i;
+        cycles_q  <= '0;
+        done_q    <= (core_en_i == '0);
+      end else if (pending_q != '0) begin
+        pending_q <= pending_q & ~core_done_o;
+        cycles_q  <= cycles_q + 1'b1;
+        if ((pending_q & ~core_done_o) == '0) done_q <= 1'b1;
+      end
+    end
+  end
+
+  assign idle_o   = (pending_q == '0) && (&core_idle);
+  assign done_o   = done_q;
+  assign cycles_o = cycles_q;
+
+endmodule
+
+`resetall
