@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+// Formal harness: the issue engine under a symbolic task, free memory handshake and a bounded consumer.
+//
+// The task (base line, transfer lines, window) comes from kdma_formal_env as
+// anyconst values: the solver picks them, including the 32-bit transfer size,
+// and they stay fixed for the whole trace. Memory accepts a request whenever the
+// solver likes (anyseq). The consumer is abstracted as a counter that the solver
+// may bump by one per cycle, only while it is behind the issue counter: lines
+// are never drained before they were requested.
+//
+// Properties, by mode (see formal/README.md for the jobs that check them):
+//   every mode  the engine reads only lines of the task, in order, once each:
+//               req_addr - base_line (mod 2^26) == issued < transfer_lines;
+//               issued never passes transfer_lines; outstanding never passes
+//               KMem; a request, once raised, is held until accepted;
+//               credit equals this file's own statement of the mode (credit_ref).
+//   Fixed       credit != 0 while lines remain, and with nothing in flight the
+//               engine always requests (it never hangs, even with window 0).
+//   Literal,    the notch has the shape of erratum section 4: zero credit
+//   Signed      exactly at transfer = k * 2^14, partial credit exactly for
+//               x = transfer mod 2^14 in [0, 256) (Literal) or |x| < 256
+//               (Signed); no hang while the window is non-zero.
+//               Covers: the solver finds a transfer size with zero credit while
+//               lines remain (Goal 1), partial credit past the first 1 MiB
+//               (Goal 2; Goal 3 on the x < 0 side), a hang (Goal 5).
+
+`default_nettype none
+
+module kdma_formal_ring
+#(
+  // Credit arithmetic under test (kdma_pkg::credit_mode_e): 0 Literal, 1 Signed, 2 Fixed.
+  parameter int CreditMode = 2,
+  // Witness a cover task asks for: 0 none, 1 zero credit while lines remain,
+  // 2 partial credit (1..255) with transfer_lines >= 2^14, 3 as 2 but on the
+  // x < 0 side of a multiple of 2^14, 4 a finished transfer (non-vacuity),
+  // 5 a hang: lines left, nothing in flight, no request.
+  parameter int Goal = 0
+) (
+  input wire clk_i
+);
+
+  import kdma_pkg::*;
+
+  localparam int CapBits    = $clog2(KMEM_LINES + 1);
+  localparam int CreditBits = $clog2(PREFETCH_MAX_LINES + 1);
+  // One ring turn, in lines (2^14 = 1 MiB): the period of the erratum.
+  localparam logic [COUNT_BITS-1:0] RING_LINES = COUNT_BITS'(1) << RING_BITS;
+  // Lines addressable before the 26-bit line address wraps.
+  localparam logic [COUNT_BITS:0]   ADDR_SPACE_LINES = (COUNT_BITS + 1)'(1) << LINE_ADDR_BITS;
+  localparam logic [1:0]            MODE = 2'(CreditMode);
+
+  // ---------------------------------------------------------------------------
+  // Reset: low in the first cycle only
+  // ---------------------------------------------------------------------------
+  logic rst_nq = 1'b0;
+  always_ff @(posedge clk_i) rst_nq <= 1'b1;
+
+  // ---------------------------------------------------------------------------
+  // Environment: symbolic task and free handshakes
+  // ---------------------------------------------------------------------------
+  logic [LINE_ADDR_BITS-1:0] base_line;
+  logic [COUNT_BITS-1:0]     transfer_lines;
+  logic [CapBits-1:0]        window;
+  logic                      req_ready;
+  logic                      consume;
+
+  kdma_formal_env u_env (
+    .base_line_o     (base_line),
+    .transfer_lines_o(transfer_lines),
+    .window_o        (window),
+    .req_ready_o     (req_ready),
+    .consume_o       (consume)
+  );
+
+  // ---------------------------------------------------------------------------
+  // Device under test
+  // ---------------------------------------------------------------------------
+  logic                      req_valid;
+  logic [LINE_ADDR_BITS-1:0] req_addr;
+  logic [COUNT_BITS-1:0]     issued;
+  logic [CreditBits-1:0]     credit;
+  logic [CapBits-1:0]        cap;
+  logic [CapBits-1:0]        outstanding;
+  logic [COUNT_BITS-1:0]     consumed_q = '0;
+
+  kdma_prefetch_ring #(
+    .CreditMode(MODE)
+  ) u_dut (
+    .clk_i,
+    .rst_ni          (rst_nq),
+    .window_i        (window),
+    .busy_i          (1'b1),
+    .base_line_i     (base_line),
+    .transfer_lines_i(transfer_lines),
+    .clear_i         (1'b0),
+    .consumed_lines_i(consumed_q),
+    .req_valid_o     (req_valid),
+    .req_ready_i     (req_ready),
+    .req_addr_o      (req_addr),
+    .issued_lines_o  (issued),
+    .credit_o        (credit),
+    .cap_o           (cap),
+    .outstanding_o   (outstanding)
+  );
+
+  // Consumer: drains one line at a time, never ahead of what was requested.
+  always_ff @(posedge clk_i) begin
+    if (!rst_nq) begin
+      consumed_q <= '0;
+    end else if (consume && (consumed_q < issued)) begin
+      consumed_q <= consumed_q + 1'b1;
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // Reference values, stated independently of the RTL's ring pointers
+  // ---------------------------------------------------------------------------
+  logic                      lines_left;   // the transfer is not fully requested
+  logic [COUNT_BITS-1:0]     remaining;    // lines still to request
+  logic [COUNT_BITS-1:0]     in_flight;    // requested, not yet consumed (full width)
+  logic [LINE_ADDR_BITS-1:0] req_offset;   // requested line relative to the start
+  logic [RING_BITS-1:0]      notch_x;      // transfer_lines mod 2^14
+  logic [COUNT_BITS-1:0]     avail_ref;    // what the mode believes is left
+  logic [CreditBits-1:0]     credit_ref;   // min(avail_ref, clamp)
+  logic [CapBits:0]          window_plus_credit;
+  logic [CapBits-1:0]        cap_ref;
+
+  assign lines_left = (issued < transfer_lines);
+  assign remaining  = transfer_lines - issued;
+  assign in_flight  = issued - consumed_q;
+  assign req_offset = req_addr - base_line;
+  assign notch_x    = transfer_lines[RING_BITS-1:0];
+
+  // Literal: the 14-bit distance is just transfer_lines mod 2^14, whatever the
+  // start. Signed: the same offset read as a signed ring offset, magnitude.
+  always_comb begin
+    avail_ref = '0;
+    unique case (MODE)
+      CreditLiteral: avail_ref = COUNT_BITS'(notch_x);
+      CreditSigned:  avail_ref = notch_x[RING_BITS-1] ? RING_LINES - COUNT_BITS'(notch_x)
+                                                      : COUNT_BITS'(notch_x);
+      CreditFixed:   avail_ref = remaining;
+      default:       avail_ref = '0;
+    endcase
+  end
+  assign credit_ref = (avail_ref > COUNT_BITS'(PREFETCH_MAX_LINES)) ? CreditBits'(PREFETCH_MAX_LINES)
+                                                                   : CreditBits'(avail_ref);
+  assign window_plus_credit = (CapBits + 1)'(window) + (CapBits + 1)'(credit);
+  assign cap_ref = (window_plus_credit > (CapBits + 1)'(KMEM_LINES)) ? CapBits'(KMEM_LINES)
+                                                                    : CapBits'(window_plus_credit);
+
+  // ---------------------------------------------------------------------------
+  // Assumptions
+  // ---------------------------------------------------------------------------
+  always_comb begin
+    assume (window <= CapBits'(KMEM_LINES));
+  end
+
+  // ---------------------------------------------------------------------------
+  // Invariants and safety, every mode
+  // ---------------------------------------------------------------------------
+  always_comb begin
+    if (rst_nq) begin
+      // Counters: the helper invariants that make the 32-bit induction close.
+      assert (issued <= transfer_lines);
+      assert (consumed_q <= issued);
+      assert (in_flight <= COUNT_BITS'(KMEM_LINES));
+      assert (COUNT_BITS'(outstanding) == in_flight);
+      // Credit and cap follow the mode's statement.
+      assert (credit == credit_ref);
+      assert (cap == cap_ref);
+      // Requests stay inside [base_line, base_line + transfer_lines), modulo
+      // the 26-bit line address space, and come in order.
+      if (req_valid) begin
+        assert (lines_left);
+        assert (outstanding < cap);
+        assert (req_offset == issued[LINE_ADDR_BITS-1:0]);
+        assert (COUNT_BITS'(req_offset) < transfer_lines);
+        if ({1'b0, transfer_lines} <= ADDR_SPACE_LINES) begin
+          assert (COUNT_BITS'(req_offset) == issued);
+        end
+      end
+    end
+  end
+
+  logic past_valid_q = 1'b0;
+  always_ff @(posedge clk_i) past_valid_q <= 1'b1;
+
+  always_ff @(posedge clk_i) begin
+    if (past_valid_q && rst_nq && $past(rst_nq)) begin
+      // One line per accepted request, none otherwise.
+      assert (issued == $past(issued) + COUNT_BITS'($past(req_valid && req_ready)));
+      // A raised request is held, unchanged, until memory takes it.
+      if ($past(req_valid && !req_ready)) begin
+        assert (req_valid);
+        assert (req_addr == $past(req_addr));
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // The fix: credit never runs dry while lines remain, so the engine can always
+  // issue when nothing is in flight, even with a zero demand window.
+  // The buggy modes: the same holds only with a non-zero window; and the notch
+  // has exactly the shape of section 4 of the erratum (x = transfer mod 2^14).
+  // ---------------------------------------------------------------------------
+  if (CreditMode == int'(CreditFixed)) begin : g_fixed
+    always_comb begin
+      if (rst_nq && lines_left) begin
+        assert (credit != '0);
+        if (outstanding == '0) begin
+          assert (req_valid);
+        end
+      end
+    end
+  end else begin : g_notch
+    always_comb begin
+      if (rst_nq) begin
+        if (lines_left && (outstanding == '0) && (window != '0)) begin
+          assert (req_valid);
+        end
+        // Zero credit exactly at multiples of 2^14 lines.
+        assert ((credit == '0) == (notch_x == '0));
+        // Less than full credit exactly inside the notch window: x in [0, 256)
+        // for Literal (one side), |x| < 256 for Signed (both sides, a V).
+        if (MODE == CreditLiteral) begin
+          assert ((credit < CreditBits'(PREFETCH_MAX_LINES))
+                  == (notch_x < RING_BITS'(PREFETCH_MAX_LINES)));
+        end else begin
+          assert ((credit < CreditBits'(PREFETCH_MAX_LINES))
+                  == ((notch_x < RING_BITS'(PREFETCH_MAX_LINES))
+                      || (notch_x > RING_BITS'(RING_LINES - PREFETCH_MAX_LINES))));
+        end
+      end
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // Witnesses: the solver chooses the transfer size
+  // ---------------------------------------------------------------------------
+  logic partial_credit;
+  assign partial_credit = (credit != '0) && (credit < CreditBits'(PREFETCH_MAX_LINES))
+                          && (transfer_lines >= RING_LINES);
+
+  always_comb begin
+    if (rst_nq) begin
+      unique case (Goal)
+        1:       cover (lines_left && (credit == '0));
+        2:       cover (lines_left && partial_credit);
+        3:       cover (lines_left && partial_credit && notch_x[RING_BITS-1]);
+        4:       cover ((issued == transfer_lines) && (transfer_lines >= 32'd3)
+                        && (consumed_q == issued) && (window == '0));
+        5:       cover (lines_left && (outstanding == '0) && !req_valid);
+        default: ;
+      endcase
+    end
+  end
+
+endmodule
+
+`resetall

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// Testbench harness: kdma_top plus per-core LFSR back-pressure and an in-HDL line checker.
+//
+// The checker and the back-pressure live in HDL so that throughput runs keep
+// Python off the per-cycle path: Python starts a task, awaits done (or the
+// checker's error edge) and reads counters. The LFSR and seed derivation are
+// mirrored in ane_kdma.cyclemodel, so model and RTL see the same pattern.
+
+`default_nettype none
+
+module kdma_tb_top #(
+  // Number of cores.
+  parameter int NumCores = 1,
+  // Credit arithmetic (kdma_pkg::credit_mode_e encoding).
+  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Largest memory latency, cycles.
+  parameter int MaxLatencyCycles = 4095,
+  // Half clock period in simulation time units (the clock runs in HDL so
+  // that Python never sits on the per-cycle path).
+  parameter int HalfPeriod = 5
+) (
+  output logic clk_o,
+  input  logic rst_ni,
+
+  // ---- Run-time settings ----
+  input  logic [$clog2(MaxLatencyCycles+1)-1:0]  latency_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      core_rate_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]    agg_rate_i,
+  input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0] window_i,
+
+  // ---- Task ----
+  input  logic                                         start_i,
+  input  logic [NumCores-1:0]                          core_en_i,
+  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] base_addr_i,
+  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] size_bytes_i,
+  output logic                                         idle_o,
+  output logic                                         done_o,
+  output logic [31:0]                                  cycles_o,
+
+  // ---- Consumer back-pressure ----
+  input  logic [15:0]         bp_seed_i,       // LFSR seed, loaded at start_i
+  input  logic [7:0]          bp_threshold_i,  // ready when lfsr[7:0] >= threshold; 0 = always
+  input  logic                ext_ready_en_i,  // 1: ready comes from ext_ready_i instead
+  input  logic [NumCores-1:0] ext_ready_i,
+
+  // ---- Checker: first mismatch since start_i ----
+  output logic                      chk_err_o,
+  output logic [7:0]                chk_err_core_o,
+  output logic [31:0]               chk_err_cycle_o,
+  output logic [31:0]               chk_exp_addr_o,   // line addresses
+  output logic [31:0]               chk_act_addr_o,
+  output logic [7:0]                chk_word_o,       // first differing word (16 = address only)
+  output logic [31:0]               chk_exp_word_o,
+  output logic [31:0]               chk_act_word_o,
+  output logic [NumCores-1:0][31:0] chk_count_o       // lines drained per core
+);
+
+  import kdma_pkg::*;
+
+  localparam logic [15:0] LfsrTaps = 16'hB400;
+
+  logic clk_i;
+  initial clk_i = 1'b0;
+  always #(HalfPeriod) clk_i = ~clk_i;
+  assign clk_o = clk_i;
+
+  logic [NumCores-1:0]                     kmem_valid, kmem_ready, accept_core;
+  logic [NumCores-1:0][LINE_ADDR_BITS-1:0] kmem_addr;
+  logic [NumCores-1:0][LINE_BITS-1:0]      kmem_data;
+  logic [31:0]                             cyc_q;
+  logic                                    accept;
+
+  assign accept = start_i && idle_o;
+
+  kdma_top #(
+    .NumCores        (NumCores),
+    .CreditMode      (CreditMode),
+    .MaxLatencyCycles(MaxLatencyCycles)
+  ) u_top (
+    .clk_i,
+    .rst_ni,
+    .latency_i,
+    .core_rate_i,
+    .agg_rate_i,
+    .window_i,
+    .start_i,
+    .core_en_i,
+    .base_addr_i,
+    .size_bytes_i,
+    .idle_o,
+    .done_o,
+    .cycles_o,
+    .kmem_valid_o        (kmem_valid),
+    .kmem_ready_i        (kmem_ready),
+    .kmem_addr_o         (kmem_addr),
+    .kmem_data_o         (kmem_data),
+    .core_done_o         (),
+    .unaligned_o         (),
+    .partial_o           (),
+    .wrap_o              (),
+    .core_cycles_o       (),
+    .zero_credit_cycles_o(),
+    .peak_inflight_o     (),
+    .issued_lines_o      (),
+    .consumed_lines_o    ()
+  );
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni)     cyc_q <= '0;
+    else if (accept) cyc_q <= 32'd1;  // cycle numbering as ane_kdma.cyclemodel
+    else             cyc_q <= cyc_q + 1'b1;
+  end
+
+  // ---------------------------------------------------------------------------
+  // Per core: LFSR ready pattern and expected-line checker
+  // ---------------------------------------------------------------------------
+  logic [NumCores-1:0]       mism;
+  logic [NumCores-1:0][31:0] exp_addr, act_addr, exp_word, act_word;
+  logic [NumCores-1:0][7:0]  word_idx;
+
+  for (genvar c = 0; c < NumCores; c++) begin : g_chk
+    logic [15:0]               lfsr_q;
+    logic [15:0]               seed;
+    logic [LINE_ADDR_BITS-1:0] exp_q;
+    logic [31:0]               count_q;
+    logic [LINE_BITS-1:0]      want;
+    logic                      drain;
+
+    assign seed = ((bp_seed_i ^ 16'(c * 32'h9E37)) == 16'd0) ? 16'd1 : (bp_seed_i ^ 16'(c * 32'h9E37));
+    assign kmem_ready[c] = ext_ready_en_i ? ext_ready_i[c]
+                                          : (bp_threshold_i == 8'd0) || (lfsr_q[7:0] >= bp_threshold_i);
+    assign drain = kmem_valid[c] && kmem_ready[c];
+    assign want  = line_data(exp_q);
+
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) begin
+        lfsr_q  <= 16'd1;
+        exp_q   <= '0;
+        count_q <= '0;
+      end else begin
+        lfsr_q <= {1'b0, lfsr_q[15:1]} ^ (lfsr_q[0] ? LfsrTaps : 16'd0);
+        if (accept) begin
+          lfsr_q  <= seed;
+          exp_q   <= base_addr_i[c][ADDR_BITS-1:LINE_SHIFT];
+          count_q <= '0;
+        end else if (drain) begin
+          exp_q   <= exp_q + 1'b1;
+          count_q <= count_q + 1'b1;
+        end
+      end
+    end
+
+    always_comb begin
+      mism[c]     = 1'b0;
+      exp_addr[c] = 32'(exp_q);
+      act_addr[c] = 32'(kmem_addr[c]);
+      word_idx[c] = 8'd16;
+      exp_word[c] = '0;
+      act_word[c] = '0;
+      if (drain) begin
+        if (kmem_addr[c] != exp_q) mism[c] = 1'b1;
+        for (int j = 15; j >= 0; j--) begin
+          if (kmem_data[c][32*j+:32] != want[32*j+:32]) begin
+            mism[c]     = 1'b1;
+            word_idx[c] = 8'(j);
+            exp_word[c] = want[32*j+:32];
+            act_word[c] = kmem_data[c][32*j+:32];
+          end
+        end
+      end
+    end
+
+    assign chk_count_o[c] = count_q;
+  end
+
+  // First mismatch wins; the lowest core breaks a tie within a cycle.
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      chk_err_o       <= 1'b0;
+      chk_err_core_o  <= '0;
+      chk_err_cycle_o <= '0;
+      chk_exp_addr_o  <= '0;
+      chk_act_addr_o  <= '0;
+      chk_word_o      <= '0;
+      chk_exp_word_o  <= '0;
+      chk_act_word_o  <= '0;
+    end else if (accept) begin
+      chk_err_o <= 1'b0;
+    end else if (!chk_err_o && (mism != '0)) begin
+      chk_err_o <= 1'b1;
+      for (int c = NumCores - 1; c >= 0; c--) begin
+        if (mism[c]) begin
+          chk_err_core_o  <= 8'(c);
+          chk_err_cycle_o <= cyc_q;
+          chk_exp_addr_o  <= exp_addr[c];
+          chk_act_addr_o  <= act_addr[c];
+          chk_word_o      <= word_idx[c];
+          chk_exp_word_o  <= exp_word[c];
+          chk_act_word_o  <= act_word[c];
+        end
+      end
+    end
+  end
+
+endmodule
+
+`resetall

@@ -1,0 +1,531 @@
+"""Register dumps: the published M3 TDs, the three formats, self-checks, writing, bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from ane_kdma import regdump
+from ane_kdma.errors import InputError
+from ane_kdma.regdump import (
+    DUMP_DIR,
+    TD_BYTES,
+    CoreTransfer,
+    DumpTask,
+    add_dump_command,
+    describe,
+    detect_format,
+    dump_words,
+    load_task,
+    parse_dump,
+    read_dump,
+    render,
+    task_from_dump,
+    write_dump,
+)
+
+BAD_DIR = Path(__file__).parent / "bad_dumps"
+PUBLISHED = (2044, 2048, 2052)
+SUFFIX = {"text": "txt", "zin": "zin", "bin": "bin"}
+
+# erratum.md section 5 (Eileen Yoon, https://eiln.github.io/posts/ane-dma.html):
+# D -> (0x004, core size, core 1 base, core 2 base, core 15 base, Cin, stride, 0x214)
+TABLE = {
+    2044: (0x1EA, 0x000FF800, 0x000FF800, 0x001FF000, 0x00EF8800, 0x7FC, 0x7FC0, 0x8FC0),
+    2048: (0x1EB, 0x00100000, 0x00100000, 0x00200000, 0x00F00000, 0x800, 0x8000, 0x9000),
+    2052: (0x1EC, 0x00100800, 0x00100800, 0x00201000, 0x00F07800, 0x804, 0x8040, 0x9050),
+}
+
+
+def published(d: int, fmt: str) -> Path:
+    return DUMP_DIR / f"m3_n4096_d{d}.{SUFFIX[fmt]}"
+
+
+def parse_text(text: str, source: str = "t") -> regdump.Dump:
+    return parse_dump(text.encode(), source)
+
+
+def sizes_text(size: int, cores: range = range(16)) -> str:
+    return "".join(f"TD+0x{0xB4 + 4 * i:03x} 0x{size:08x}\n" for i in cores)
+
+
+def bases_text(size: int, cores: range = range(16)) -> str:
+    return "".join(f"TD+0x{0x74 + 4 * i:03x} 0x{i * size:08x}\n" for i in cores)
+
+
+# --------------------------------------------------------------------------- published dumps
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_published_text_holds_exactly_the_published_words(d: int) -> None:
+    exe, size, core1, core2, core15, cin, stride, result = TABLE[d]
+    dump = read_dump(published(d, "text"))
+    assert dump.fmt == "text"
+    assert len(dump.words) == 37
+    assert dump.words[0x004] == exe
+    assert dump.words[0x074] == 0
+    assert dump.words[0x078] == core1
+    assert dump.words[0x07C] == core2
+    assert dump.words[0x0B0] == core15
+    assert [dump.words[0x0B4 + 4 * i] for i in range(16)] == [size] * 16
+    assert dump.words[0x134] == cin
+    assert dump.words[0x1F0] == stride
+    assert dump.words[0x1F4] == stride
+    assert dump.words[0x214] == result
+    # Unpublished fields stay unknown, never invented.
+    assert dump.get("KernelDMASrc.CoeffDMAConfig[0].En") is None
+    assert dump.get("KernelDMASrc.StreamWord") is None
+    assert dump.unknown_fields() == {}
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_published_binary_is_the_text_with_unknown_words_zero(d: int) -> None:
+    raw = published(d, "bin").read_bytes()
+    assert len(raw) == TD_BYTES == 0x274
+    text = read_dump(published(d, "text"))
+    words = struct.unpack("<157I", raw)
+    for i, word in enumerate(words):
+        assert word == text.words.get(4 * i, 0)
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+@pytest.mark.parametrize("fmt", ["text", "zin", "bin"])
+def test_published_task(d: int, fmt: str) -> None:
+    size = TABLE[d][1]
+    task = load_task(published(d, fmt), cout=4096)
+    assert task.enabled_cores == tuple(range(16))
+    assert task.cores == tuple(CoreTransfer(i, i * size, size, "size") for i in range(16))
+    assert task.bytes_per_core == size
+    assert task.lines_per_core == 8 * d
+    assert task.k == 1
+    assert task.x == {2044: -32, 2048: 0, 2052: 32}[d]
+    assert task.cin == d
+    assert task.cout == 4096
+    assert task.warnings == ()
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_formats_give_identical_tasks(d: int) -> None:
+    tasks = [load_task(published(d, fmt)) for fmt in ("text", "zin", "bin")]
+    assert tasks[0] == tasks[1] == tasks[2]
+    assert tasks[0].source != tasks[2].source  # where it came from is not part of the task
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_published_fields_agree_across_formats(d: int) -> None:
+    text, zin, binary = (read_dump(published(d, f)) for f in ("text", "zin", "bin"))
+    named_text = text.fields()
+    # The mirror word has no Apple name, so the Zin form cannot carry it.
+    mirror = "L2.SourceRowStride.Stride (mirror, unnamed)"
+    assert zin.fields() == {k: v for k, v in named_text.items() if k != mirror}
+    for name, value in named_text.items():
+        assert binary.get(name) == value
+
+
+def test_format_is_told_by_content_not_extension(tmp_path: Path) -> None:
+    for fmt in ("text", "zin", "bin"):
+        target = tmp_path / f"renamed_{fmt}.dat"
+        shutil.copy(published(2048, fmt), target)
+        assert detect_format(target.read_bytes()) == fmt
+        assert read_dump(target).fmt == fmt
+        assert load_task(target) == load_task(published(2048, "text"))
+
+
+# --------------------------------------------------------------------------- regenerating
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_write_dump_regenerates_the_published_words(d: int) -> None:
+    made = dump_words(d, 4096)
+    pub = read_dump(published(d, "text")).words
+    assert {off: pub[off] for off in made} == made
+    assert set(pub) - set(made) == {0x004, 0x214}  # ExeCycles, ResultBase: not from D, N
+    assert parse_dump(write_dump(d, 4096, "text")).words == made
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+def test_write_dump_binary_matches_published_binary_but_two_words(d: int) -> None:
+    made = struct.unpack("<157I", write_dump(d, 4096, "bin"))
+    pub = struct.unpack("<157I", published(d, "bin").read_bytes())
+    differ = {4 * i for i in range(157) if made[i] != pub[i]}
+    assert differ == {0x004, 0x214}
+    assert made[0x004 // 4] == 0 and made[0x214 // 4] == 0
+
+
+@pytest.mark.parametrize(("d", "n"), [(2048, 4096), (576, 4096), (4096, 14336), (2, 512)])
+def test_write_dump_every_format_round_trips(d: int, n: int) -> None:
+    size = n // 16 * d * 2
+    tasks = [task_from_dump(parse_dump(write_dump(d, n, fmt)), cout=n) for fmt in regdump.FORMATS]
+    assert tasks[0] == tasks[1] == tasks[2]
+    task = tasks[0]
+    assert task.bytes_per_core == size
+    assert task.cores[15] == CoreTransfer(15, 15 * size, size, "size")
+    assert task.cin == d
+    assert task.warnings == ()
+
+
+def test_write_dump_text_forms_leave_unfollowed_fields_out() -> None:
+    text = write_dump(2048, 4096, "text").decode()
+    zin = write_dump(2048, 4096, "zin").decode()
+    assert "TD+0x004" not in text and "TD+0x214" not in text
+    assert "ExeCycles" not in zin and "ResultBase" not in zin
+    assert zin.startswith("// ZinIrRegBitPrintOutDebug_7u_\n")
+    assert "aneRegs.KernelDMASrc.CoeffBfrSize[15].MemBfrSize = 1048576\n" in zin
+    assert "TD+0x1f4 0x00008000" in text
+
+
+@pytest.mark.parametrize(
+    ("d", "n", "fmt", "message"),
+    [
+        (0, 4096, "text", "D must be a positive integer, got 0"),
+        (2048, -16, "text", "N must be a positive integer, got -16"),
+        (2048, 4100, "text", "N must be a multiple of 16 (one share per core), got 4100"),
+        (3, 16, "bin", "D=3, N=16 gives 6 bytes per core, not a whole number of 64-byte lines"),
+        (1 << 20, 4096, "bin", "is too large"),
+        (2048, 4096, "hex", "unknown dump format 'hex' (one of: bin, text, zin)"),
+    ],
+)
+def test_write_dump_rejects_bad_arguments(d: int, n: int, fmt: str, message: str) -> None:
+    with pytest.raises(InputError) as exc:
+        write_dump(d, n, fmt)
+    assert message in str(exc.value)
+
+
+# --------------------------------------------------------------------------- text forms
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "TD+0x0b4 0x00100000",
+        "td + 0x0B4 0x00100000",
+        "0x0b4 = 0x00100000",
+        "0x0b4=0x00100000",
+        "0x0b4: 0x00100000",
+        "0x0B4\t0X00100000   # trailing comment",
+        "0xb4 0x100000 // another comment",
+    ],
+)
+def test_offset_value_spellings(line: str) -> None:
+    dump = parse_text(f"# header\n\n{line}\n")
+    assert dump.words == {0x0B4: 0x00100000}
+    assert dump.get("KernelDMASrc.CoeffBfrSize[0].MemBfrSize") == 0x00100000
+
+
+def test_crlf_and_bom_are_accepted() -> None:
+    data = "\ufeffTD+0x0b4 0x00100000\r\nTD+0x134 0x00000800\r\n".encode()
+    dump = parse_dump(data)
+    assert dump.words == {0x0B4: 0x00100000, 0x134: 0x800}
+
+
+def test_same_value_twice_is_fine() -> None:
+    dump = parse_text("0x0b4 0x00100000\nTD+0x0b4 0x00100000\n")
+    assert dump.words == {0x0B4: 0x00100000}
+    zin = parse_text(
+        "// ZinIrRegBitPrintOutDebug_7u_\naneRegs.Common.Cin.Cin = 7\naneRegs.Common.Cin.Cin = 7\n"
+    )
+    assert zin.get("Common.Cin.Cin") == 7
+
+
+def test_partial_dump_invents_nothing() -> None:
+    dump = parse_text(sizes_text(0x100000))
+    task = task_from_dump(dump)
+    assert task.cin is None
+    assert [c.base for c in task.cores] == [None] * 16
+    assert dump.get("Common.Cin.Cin") is None
+    assert dump.get("L2.SourceRowStride.Stride") is None
+    assert dump.get("Header[1].ExeCycles") is None
+
+
+def test_unknown_offsets_are_kept_and_shown() -> None:
+    dump = parse_text(sizes_text(0x100000) + "TD+0x1a0 0x12345678\nTD+0x034 0x10000003\n")
+    assert dump.unknown_fields() == {
+        "unknown@0x034 (other bits)": 0x2,
+        "unknown@0x1a0": 0x12345678,
+    }
+    assert dump.get("KernelDMASrc.CoeffDMAConfig[0].En") == 1
+    assert dump.get("KernelDMASrc.CoeffDMAConfig[0].PrefetchParticipateEn") == 1
+    text = describe(dump)
+    assert "unknown@0x1a0" in text and "0x12345678" in text
+
+
+def test_zin_named_field_sets_only_its_bits() -> None:
+    dump = parse_text(
+        "// ZinIrRegBitPrintOutDebug_7u_\n"
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[2].En = 1\n"
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[2].PrefetchParticipateEn = 1\n"
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[2].CacheHint = 2\n"
+        "aneTD.Header[1].ExeCycles = 491\n"
+    )
+    assert dump.fmt == "zin"
+    assert dump.words[0x03C] == 0x10000001
+    assert dump.known[0x03C] == 0x10000001
+    assert dump.known[0x004] == 0xFFFF
+    assert dump.get("Header[1].ExeCycles") == 491
+    assert dump.unknown_fields() == {"aneRegs.KernelDMASrc.CoeffDMAConfig[2].CacheHint": 2}
+    raw = render(dump, "bin")
+    assert struct.unpack_from("<I", raw, 0x03C)[0] == 0x10000001
+    # The text form writes whole words only; a word with unknown bits stays a comment.
+    text = render(dump, "text").decode()
+    assert "# 0x03c: only bits 0x10000001 known (0x10000001); not a whole word" in text
+    assert "TD+" not in text
+
+
+def test_spec_example_zin_parses_but_its_two_byte_size_is_not_a_task() -> None:
+    example = (
+        "// ZinIrRegBitPrintOutDebug_7u_\n"
+        "aneTD.Header[1].ExeCycles = 0\n"
+        "aneRegs.KernelDMASrc.CoeffBaseAddr[0].Addr = 0\n"
+        "aneRegs.KernelDMASrc.CoeffBfrSize[0].MemBfrSize = 2\n"
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[0].En = 1\n"
+        "aneRegs.Common.Cin.Cin = 1\n"
+    )
+    dump = parse_text(example, "example")
+    assert dump.fields() == {
+        "Header[1].ExeCycles": 0,
+        "KernelDMASrc.CoeffDMAConfig[0].En": 1,
+        "KernelDMASrc.CoeffBaseAddr[0].Addr": 0,
+        "KernelDMASrc.CoeffBfrSize[0].MemBfrSize": 2,
+        "Common.Cin.Cin": 1,
+    }
+    with pytest.raises(
+        InputError, match="core 0 size 0x00000002 .2 bytes. is not a multiple of 64"
+    ):
+        task_from_dump(dump)
+    assert "task: none (example: core 0 size 0x00000002" in describe(dump)
+
+
+def test_zin_without_header_is_still_zin() -> None:
+    dump = parse_text("aneRegs.Common.Cin.Cin = 2048\n")
+    assert dump.fmt == "zin"
+    assert dump.get("Common.Cin.Cin") == 2048
+
+
+# --------------------------------------------------------------------------- enable rule
+
+
+def test_en_bit_decides_when_config_is_known() -> None:
+    zin = "// ZinIrRegBitPrintOutDebug_7u_\n"
+    for i in range(16):
+        zin += f"aneRegs.KernelDMASrc.CoeffDMAConfig[{i}].En = {1 if i < 2 else 0}\n"
+        zin += f"aneRegs.KernelDMASrc.CoeffBfrSize[{i}].MemBfrSize = 1048576\n"
+    task = task_from_dump(parse_text(zin))
+    assert task.cores == (
+        CoreTransfer(0, None, 0x100000, "En"),
+        CoreTransfer(1, None, 0x100000, "En"),
+    )
+
+
+def test_unknown_config_falls_back_to_size_per_core() -> None:
+    text = "TD+0x034 0x00000001\n" + sizes_text(0x100000, range(3)) + "TD+0x0c0 0x00000000\n"
+    task = task_from_dump(parse_text(text))
+    assert [(c.core, c.enabled_by) for c in task.cores] == [(0, "En"), (1, "size"), (2, "size")]
+
+
+def test_binary_with_config_words_is_authoritative() -> None:
+    raw = bytearray(write_dump(2048, 4096, "bin"))
+    struct.pack_into("<I", raw, 0x034, 1)
+    struct.pack_into("<I", raw, 0x038, 0x10000001)
+    task = task_from_dump(parse_dump(bytes(raw)))
+    assert task.enabled_cores == (0, 1)
+    assert task.cores[1] == CoreTransfer(1, 0x100000, 0x100000, "En")
+
+
+# --------------------------------------------------------------------------- self-checks
+
+
+def test_bases_that_do_not_step_are_a_warning() -> None:
+    text = sizes_text(0x100000) + bases_text(0x100000) + "TD+0x080 0x00300040\n"
+    text = text.replace("TD+0x080 0x00300000\n", "")
+    task = task_from_dump(parse_text(text))
+    assert task.warnings == ("core 3 base 0x00300040 is not core 0 base + 3 x size (0x00300000)",)
+    assert task.cores[3].base == 0x00300040
+
+
+def test_bases_step_relative_to_core_zero_base() -> None:
+    text = sizes_text(0x100000) + "".join(
+        f"TD+0x{0x74 + 4 * i:03x} 0x{0x4000000 + i * 0x100000:08x}\n" for i in range(16)
+    )
+    assert task_from_dump(parse_text(text)).warnings == ()
+
+
+def test_stride_mirror_and_stream_word_warnings() -> None:
+    text = sizes_text(0x100000) + (
+        "TD+0x134 0x00000800\nTD+0x1f0 0x00008040\nTD+0x1f4 0x00008000\nTD+0x028 0x12345678\n"
+    )
+    assert task_from_dump(parse_text(text)).warnings == (
+        "L2 stride 0x00008040 is not 16 x Cin (0x00008000)",
+        "stride mirror 0x00008000 at 0x1f4 differs from stride 0x00008040",
+        "word 0x12345678 at 0x028 is not the KernelDMASrc stream word 0xf401f800: "
+        "this may be another TD layout",
+    )
+    good = sizes_text(0x100000) + "TD+0x028 0xf401f800\nTD+0x134 0x800\nTD+0x1f0 0x8000\n"
+    assert task_from_dump(parse_text(good)).warnings == ()
+
+
+def test_cin_cout_must_match_the_core_size() -> None:
+    dump = read_dump(published(2048, "text"))
+    assert task_from_dump(dump, cout=4096).cout == 4096
+    with pytest.raises(InputError) as exc:
+        task_from_dump(dump, cout=4112)
+    assert str(exc.value) == (
+        f"{published(2048, 'text')}: Cin 2048 x Cout 4112 x 2 / 16 = 1052672 bytes, "
+        "but the core size is 0x00100000 (1048576) bytes"
+    )
+    no_cin = task_from_dump(parse_text(sizes_text(0x100000)), cout=4096)
+    assert no_cin.warnings == ("Cout 4096 given but Cin is not in the dump: size not checked",)
+
+
+@pytest.mark.parametrize("cout", [0, -4096, True, "4096"])
+def test_bad_cout_is_an_input_error(cout: object) -> None:
+    with pytest.raises(InputError, match="Cout must be a positive integer"):
+        load_task(published(2048, "text"), cout=cout)  # type: ignore[arg-type]
+
+
+def test_task_json_view() -> None:
+    task = load_task(published(2052, "text"), cout=4096)
+    doc = json.loads(json.dumps(task.as_dict()))
+    assert doc["bytes_per_core"] == 0x100800
+    assert doc["lines_per_core"] == 16416
+    assert (doc["k"], doc["x"]) == (1, 32)
+    assert doc["cores"][15] == {
+        "core": 15,
+        "base": 0xF07800,
+        "size": 0x100800,
+        "enabled_by": "size",
+    }
+
+
+def test_describe_lists_fields_and_task() -> None:
+    text = describe(read_dump(published(2044, "text")), cout=4096)
+    assert "0x134 Common.Cin.Cin" in text
+    assert "= 0x000007fc (2044)" in text
+    assert "unknown fields kept (0):" in text
+    assert "task: 16 core(s) enabled by non-zero size (config unknown): 0-15" in text
+    assert "lines_per_core 0x3fe0 (16352), k 1, x -32" in text
+    binary = describe(read_dump(published(2044, "bin")))
+    assert "unknown fields kept (103, 103 of them zero, not listed):" in binary
+
+
+def test_dump_task_is_a_plain_dataclass() -> None:
+    task = DumpTask((CoreTransfer(0, 0, 0x100000, "size"),), cin=2048)
+    assert (task.bytes_per_core, task.lines_per_core, task.k, task.x) == (0x100000, 0x4000, 1, 0)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _expected() -> dict[str, str]:
+    doc = json.loads((BAD_DIR / "expected.json").read_text())
+    return {name: message for name, message in doc.items() if not name.startswith("_")}
+
+
+def test_bad_corpus_is_complete() -> None:
+    files = {p.name for p in BAD_DIR.iterdir() if p.name != "expected.json"}
+    assert files == set(_expected())
+
+
+@pytest.mark.parametrize(("name", "message"), sorted(_expected().items()))
+def test_bad_dump_is_one_line_input_error(name: str, message: str) -> None:
+    path = BAD_DIR / name
+    with pytest.raises(InputError) as exc:
+        load_task(path)
+    text = str(exc.value)
+    assert type(exc.value) is InputError
+    assert "\n" not in text
+    assert text.startswith(f"{path}: ")
+    assert message in text
+
+
+def test_missing_file_and_directory() -> None:
+    with pytest.raises(InputError) as exc:
+        load_task(BAD_DIR / "no_such_dump.bin")
+    assert str(exc.value) == f"no such file: {BAD_DIR / 'no_such_dump.bin'}"
+    with pytest.raises(InputError, match="is a directory"):
+        load_task(BAD_DIR)
+
+
+def test_empty_bytes_and_odd_lengths() -> None:
+    with pytest.raises(InputError, match="empty dump file"):
+        parse_dump(b"")
+    with pytest.raises(InputError, match="truncated TD binary: 624 bytes"):
+        parse_dump(bytes(TD_BYTES - 4))
+
+
+# --------------------------------------------------------------------------- CLI glue
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="ane-kdma")
+    add_dump_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_dump_text_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli(["dump", "--d", "2048", "--n", "4096"]) == 0
+    assert capsys.readouterr().out == write_dump(2048, 4096, "text").decode()
+    assert _cli(["dump", "--d", "2048", "--n", "4096", "--format", "zin"]) == 0
+    assert capsys.readouterr().out == write_dump(2048, 4096, "zin").decode()
+
+
+def test_cli_binary_needs_out() -> None:
+    with pytest.raises(InputError, match="the binary format needs --out PATH"):
+        _cli(["dump", "--d", "2048", "--n", "4096", "--format", "bin"])
+
+
+def test_cli_writes_file_atomically(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "td.bin"
+    out.write_bytes(b"old")
+    assert _cli(["dump", "--d", "2052", "--n", "4096", "--format", "bin", "--out", str(out)]) == 0
+    assert out.read_bytes() == write_dump(2052, 4096, "bin")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["td.bin"]
+    assert capsys.readouterr().out == (
+        f"wrote {out} (bin, D=2052, N=4096, 0x100800 bytes per core, k 1, x +32)\n"
+    )
+    assert load_task(out, cout=4096) == load_task(published(2052, "text"), cout=4096)
+
+
+def test_cli_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "td.txt"
+    assert _cli(["dump", "--d", "2044", "--n", "4096", "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "path": str(out),
+        "format": "text",
+        "d": 2044,
+        "n": 4096,
+        "bytes_per_core": 0xFF800,
+        "lines_per_core": 16352,
+        "k": 1,
+        "x": -32,
+    }
+    with pytest.raises(InputError, match="--json needs --out PATH"):
+        _cli(["dump", "--d", "2044", "--n", "4096", "--json"])
+
+
+def test_cli_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    out = tmp_path / "td.txt"
+    with pytest.raises(InputError) as exc:
+        _cli(["dump", "--d", "2048", "--n", "4096", "--out", str(out)])
+    assert str(exc.value) == f"cannot write {out}: No space left on device"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_missing_directory_and_bad_sizes(tmp_path: Path) -> None:
+    out = tmp_path / "nowhere" / "td.txt"
+    with pytest.raises(InputError, match="no such directory"):
+        _cli(["dump", "--d", "2048", "--n", "4096", "--out", str(out)])
+    with pytest.raises(InputError, match="D must be a positive integer, got -1"):
+        _cli(["dump", "--d", "-1", "--n", "4096"])
+    with pytest.raises(InputError, match="N must be a multiple of 16"):
+        _cli(["dump", "--d", "2048", "--n", "4095", "--out", str(tmp_path / "x.txt")])
+    assert list(tmp_path.iterdir()) == []
