@@ -50,14 +50,31 @@ module kdma_formal_ring
   localparam logic [1:0]            MODE = 2'(CreditMode);
 
   // ---------------------------------------------------------------------------
-  // Reset: low in the first cycle only
+  // Reset: low in the first cycle only (initial values are the formal idiom)
   // ---------------------------------------------------------------------------
+  /* verilator lint_off PROCASSINIT */
+  /* verilator lint_off SYNCASYNCNET */
   logic rst_nq = 1'b0;
-  always_ff @(posedge clk_i) rst_nq <= 1'b1;
+  /* verilator lint_on SYNCASYNCNET */
+  logic past_valid_q = 1'b0;  // $past() has a value
+  /* verilator lint_on PROCASSINIT */
+  always_ff @(posedge clk_i) begin
+    rst_nq       <= 1'b1;
+    past_valid_q <= 1'b1;
+  end
 
   // ---------------------------------------------------------------------------
   // Environment: symbolic task and free handshakes
   // ---------------------------------------------------------------------------
+  localparam int EnvBits = 32;  // width of every task value kdma_formal_env offers
+
+  if ((LINE_ADDR_BITS > EnvBits) || (COUNT_BITS > EnvBits) || (CapBits > EnvBits)) begin : g_env_check
+    $error("kdma_formal_ring: kdma_formal_env offers %0d-bit task values, too narrow", EnvBits);
+  end
+
+  /* verilator lint_off UNUSEDSIGNAL */
+  logic [EnvBits-1:0]        base_line_any, transfer_lines_any, window_any;  // upper bits unused
+  /* verilator lint_on UNUSEDSIGNAL */
   logic [LINE_ADDR_BITS-1:0] base_line;
   logic [COUNT_BITS-1:0]     transfer_lines;
   logic [CapBits-1:0]        window;
@@ -65,12 +82,16 @@ module kdma_formal_ring
   logic                      consume;
 
   kdma_formal_env u_env (
-    .base_line_o     (base_line),
-    .transfer_lines_o(transfer_lines),
-    .window_o        (window),
+    .base_line_o     (base_line_any),
+    .transfer_lines_o(transfer_lines_any),
+    .window_o        (window_any),
     .req_ready_o     (req_ready),
     .consume_o       (consume)
   );
+
+  assign base_line      = base_line_any[LINE_ADDR_BITS-1:0];
+  assign transfer_lines = transfer_lines_any[COUNT_BITS-1:0];
+  assign window         = window_any[CapBits-1:0];
 
   // ---------------------------------------------------------------------------
   // Device under test
@@ -81,7 +102,7 @@ module kdma_formal_ring
   logic [CreditBits-1:0]     credit;
   logic [CapBits-1:0]        cap;
   logic [CapBits-1:0]        outstanding;
-  logic [COUNT_BITS-1:0]     consumed_q = '0;
+  logic [COUNT_BITS-1:0]     consumed_q;
 
   kdma_prefetch_ring #(
     .CreditMode(MODE)
@@ -182,9 +203,6 @@ module kdma_formal_ring
       end
     end
   end
-
-  logic past_valid_q = 1'b0;
-  always_ff @(posedge clk_i) past_valid_q <= 1'b1;
 
   always_ff @(posedge clk_i) begin
     if (past_valid_q && rst_nq && $past(rst_nq)) begin

@@ -22,6 +22,8 @@ module kdma_mem_model
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,
   // Aggregate ceiling over all ports in lines per cycle, fixed point.
   input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
+  // A new task starts: round-robin arbitration restarts at port 0.
+  input  logic                                  arb_restart_i,
 
   // ---- Requests, one line each ----
   input  logic [NumCores-1:0]                     req_valid_i,
@@ -94,7 +96,7 @@ module kdma_mem_model
       rr_q  <= '0;
     end else begin
       now_q <= now_q + 1'b1;
-      rr_q  <= rr_d;
+      rr_q  <= arb_restart_i ? '0 : rr_d;
       agg_q <= (agg_avail - agg_spent > One) ? One : agg_avail - agg_spent;
       for (int c = 0; c < NumCores; c++) begin
         if (grant[c])                                          tok_q[c] <= tok_q[c] + AccBits'(core_rate_i) - One;

@@ -113,6 +113,7 @@ module kdma_top
     .latency_i,
     .core_rate_i,
     .agg_rate_i,
+    .arb_restart_i(accept),
     .req_valid_i (req_valid),
     .req_ready_o (req_ready),
     .req_addr_i  (req_addr),

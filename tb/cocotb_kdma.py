@@ -12,10 +12,9 @@ import os
 import random
 
 import cocotb
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import LINE_BYTES, RING_LINES, RATE_ONE
+from ane_kdma.hw import LINE_BYTES, RATE_ONE, RING_LINES
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from kdma_tb import KdmaTB, seed_from_env
 
 MIB_LINES = RING_LINES  # 1 MiB per core
@@ -123,8 +122,14 @@ async def model_matches_rtl_random(dut) -> None:
         )
         tb.apply(settings)
         k = rng.randrange(0, 3)
-        lines = max(1, k * MIB_LINES + rng.randrange(-300, 301)) if n % 2 else rng.randrange(1, 6000)
-        bp = cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(0, 160)) if n % 3 == 0 else None
+        lines = (
+            max(1, k * MIB_LINES + rng.randrange(-300, 301)) if n % 2 else rng.randrange(1, 6000)
+        )
+        bp = (
+            cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(0, 160))
+            if n % 3 == 0
+            else None
+        )
         await tb.run_task(_one(tb, _lines_task(rng.randrange(0, 1 << 25), lines)), bp)
 
 
@@ -172,14 +177,14 @@ async def multicore_shared_memory(dut) -> None:
     lines = 2 * MIB_LINES // 16  # a short task keeps the 16-core run cheap
     latencies = {}
     for active in (1, 2, 4, 8, 16):
-        tasks = [
-            _lines_task(c * lines, lines) if c < active else None for c in range(tb.ncores)
-        ]
+        tasks = [_lines_task(c * lines, lines) if c < active else None for c in range(tb.ncores)]
         latencies[active] = (await tb.run_task(tasks)).cycles
     spread = max(latencies.values()) / min(latencies.values()) - 1
     assert spread < 0.02, f"latency depends on core count: {latencies}"
     # a ceiling that binds: 16 cores wanting 1 line/cycle each against 3.3 lines/cycle
-    tight = cm.Settings(latency=60, window=64, core_rate_q16=RATE_ONE, agg_rate_q16=int(3.3 * RATE_ONE))
+    tight = cm.Settings(
+        latency=60, window=64, core_rate_q16=RATE_ONE, agg_rate_q16=int(3.3 * RATE_ONE)
+    )
     tb.apply(tight)
     tasks = [_lines_task(rng.randrange(0, 1 << 24), rng.randrange(50, 600)) for _ in range(16)]
     want = cm.run_task(tb.mode, tight, tasks)
@@ -187,3 +192,21 @@ async def multicore_shared_memory(dut) -> None:
     res = await tb.run_task(tasks)
     total = sum(t.lines for t in tasks)
     assert total / res.cycles <= 3.3 + 1e-9, "aggregate above the ceiling"
+
+
+@cocotb.test()
+async def batch_run(dut) -> None:
+    """Run a job from KDMA_JOB (JSON) and write RTL cycles to KDMA_RESULTS: the CLI's RTL engine.
+
+    Job: {"settings": {...Settings fields...}, "lines": [n, ...], "base_lines": [b, ...]}.
+    Every run is also checked against the cycle model, as everywhere else.
+    """
+    job = json.loads(open(os.environ["KDMA_JOB"]).read())
+    tb = KdmaTB(dut, cm.Settings(**job["settings"]))
+    await tb.start()
+    cycles = []
+    bases = job.get("base_lines") or [0] * len(job["lines"])
+    for lines, base in zip(job["lines"], bases, strict=True):
+        cycles.append((await tb.run_task(_one(tb, _lines_task(base, lines)))).cycles)
+    with open(os.environ["KDMA_RESULTS"], "w") as fh:
+        json.dump({"mode": tb.mode.name, "cycles": cycles}, fh)

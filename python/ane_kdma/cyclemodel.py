@@ -172,9 +172,7 @@ def _static_credit(mode: CreditMode, base_line: int, lines: int) -> int | None:
     return None if mode is CreditMode.FIXED else credit(mode, base_line, lines, 0)
 
 
-def _core_recurrence(
-    mode: CreditMode, s: Settings, task: CoreTask, ready: _Ready
-) -> CoreResult:
+def _core_recurrence(mode: CreditMode, s: Settings, task: CoreTask, ready: _Ready) -> CoreResult:
     """Grant and drain cycle of every line of one core, assuming the aggregate never binds."""
     n = task.lines
     lat = max(s.latency, 1)

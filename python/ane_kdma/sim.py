@@ -91,8 +91,17 @@ def _locked(path: Path):
 
 def _build_args(sim: str, waves: bool) -> list[str]:
     if sim == "verilator":
-        args = ["--timing", "-CFLAGS", "-fcoroutines", "-Wno-fatal", "-O3",
-                "--x-assign", "fast", "--x-initial", "fast"]
+        args = [
+            "--timing",
+            "-CFLAGS",
+            "-fcoroutines",
+            "-Wno-fatal",
+            "-O3",
+            "--x-assign",
+            "fast",
+            "--x-initial",
+            "fast",
+        ]
         if waves:
             args += ["--trace-structs"]
         return args
@@ -183,7 +192,6 @@ def run(
     total, failed = get_results(results)
     if total == 0 or failed:
         raise AssertionError(
-            f"{sim}: {failed} of {total} cocotb test(s) failed in {test_module}:{name}; "
-            f"see {tdir}"
+            f"{sim}: {failed} of {total} cocotb test(s) failed in {test_module}:{name}; see {tdir}"
         )
     return results
