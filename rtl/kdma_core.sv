@@ -21,11 +21,13 @@ module kdma_core
   input  logic [$clog2(KmemLines+1)-1:0] window_i,   // demand window, lines
 
   // ---- Task interface ----
-  input  logic                  start_i,        // sampled only while idle
+  input  logic                  start_i,        // taken when ready_o is high
   input  logic [kdma_pkg::ADDR_BITS-1:0]  base_addr_i,    // byte address; low 6 bits ignored
   input  logic [kdma_pkg::ADDR_BITS-1:0]  size_bytes_i,   // rounded up to whole lines
-  output logic                  idle_o,         // ready for start_i
-  output logic                  done_o,         // one-cycle pulse: every line consumed
+  output logic                  ready_o,        // can take a task (idle, or the current
+                                                //   one fully issued and nothing older left)
+  output logic                  idle_o,         // no task at all
+  output logic                  done_o,         // pulse per task: its last line consumed
   output logic                  unaligned_o,    // task's base had low bits set
   output logic                  partial_o,      // task's size was rounded up
   output logic                  wrap_o,         // task crossed the top of the address space
@@ -44,7 +46,7 @@ module kdma_core
   output logic [kdma_pkg::LINE_ADDR_BITS-1:0] kmem_addr_o,
   output logic [kdma_pkg::LINE_BITS-1:0]      kmem_data_o,
 
-  // ---- Performance counters (cleared by start_i) ----
+  // ---- Performance counters (cleared by a start_i taken while idle) ----
   output logic [31:0]                    cycles_o,             // cycles busy
   output logic [31:0]                    zero_credit_cycles_o, // busy, lines left, credit 0
   output logic [$clog2(KmemLines+1)-1:0] peak_inflight_o,      // most reads in flight
@@ -59,24 +61,31 @@ module kdma_core
   localparam int CreditBits = $clog2(PrefetchMaxLines + 1);
 
   // ---------------------------------------------------------------------------
-  // Task latch
+  // Task latch. A new task may be taken as soon as the current one has issued
+  // its last line: its lines then stream behind the current task's, which
+  // drains as the "tail". At most two tasks are in the core at once.
   // ---------------------------------------------------------------------------
-  logic                      busy_q, done_q, unaligned_q, partial_q, wrap_q;
-  logic [LINE_ADDR_BITS-1:0] base_line_q;
+  logic                      cur_busy_q, done_q, unaligned_q, partial_q, wrap_q;
+  logic [kdma_pkg::LINE_ADDR_BITS-1:0] base_line_q;
   logic [COUNT_BITS-1:0]     lines_q, consumed_q;
+  logic [$clog2(KmemLines+1)-1:0] tail_q;  // older task's lines not yet drained
   logic [COUNT_BITS-1:0]     start_lines;   // ceil(size / 64)
-  logic                      accept;
-  logic                      last_consume;
+  logic                      busy, ready, accept;
+  logic                      tail_drain, cur_drain, cur_last, tail_last;
+  logic [COUNT_BITS-1:0]     issued;                     // current task's requested lines
+  logic [CreditBits-1:0]     credit;
+  logic [CapBits-1:0]        cap, outstanding;           // outstanding: requested, not drained
+  logic [CapBits-1:0]        inflight_q, kmem_count_q;
 
   assign start_lines = COUNT_BITS'(size_bytes_i >> LINE_SHIFT) + COUNT_BITS'(|size_bytes_i[LINE_SHIFT-1:0]);
-  assign accept      = start_i && !busy_q;
+  assign busy   = cur_busy_q || (tail_q != '0);
+  // A zero-length task waits for idle, so two tasks never finish in one cycle.
+  assign ready  = !busy || ((issued == lines_q) && (tail_q == '0) && (start_lines != '0));
+  assign accept = start_i && ready;
 
   // ---------------------------------------------------------------------------
   // Issue engine
   // ---------------------------------------------------------------------------
-  logic [COUNT_BITS-1:0] issued;
-  logic [CreditBits-1:0] credit;
-  logic [CapBits-1:0]    cap, outstanding;
 
   kdma_prefetch_ring #(
     .CreditMode      (CreditMode),
@@ -87,19 +96,20 @@ module kdma_core
     .clk_i,
     .rst_ni,
     .window_i,
-    .busy_i          (busy_q),
+    .busy_i          (cur_busy_q),
     .base_line_i     (base_line_q),
     .transfer_lines_i(lines_q),
     .clear_i         (accept),
-    .consumed_lines_i(consumed_q),
+    .outstanding_i   (outstanding),
     .req_valid_o,
     .req_ready_i,
     .req_addr_o,
     .issued_lines_o  (issued),
     .credit_o        (credit),
-    .cap_o           (cap),
-    .outstanding_o   (outstanding)
+    .cap_o           (cap)
   );
+
+  assign outstanding = inflight_q + kmem_count_q;
 
   // ---------------------------------------------------------------------------
   // KMem: lines returned from memory wait here until the consumer drains them.
@@ -108,8 +118,7 @@ module kdma_core
   logic [LINE_ADDR_BITS-1:0] kmem_addr [KmemLines];
   logic [LINE_BITS-1:0]      kmem_data [KmemLines];
   logic [PtrBits-1:0]        kmem_wr_q, kmem_rd_q;
-  logic [CapBits-1:0]        kmem_count_q;
-  logic [CapBits-1:0]        inflight_q, peak_inflight_q;
+  logic [CapBits-1:0]        peak_inflight_q;
   logic                      drain;
 
   assign kmem_valid_o = (kmem_count_q != '0);
@@ -124,11 +133,14 @@ module kdma_core
     end
   end
 
-  assign last_consume = drain && (consumed_q + 1'b1 == lines_q);
+  assign tail_drain = drain && (tail_q != '0);
+  assign tail_last  = tail_drain && (tail_q == CapBits'(1));
+  assign cur_drain  = drain && (tail_q == '0) && cur_busy_q;
+  assign cur_last   = cur_drain && (consumed_q + 1'b1 == lines_q);
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      busy_q          <= 1'b0;
+      cur_busy_q      <= 1'b0;
       done_q          <= 1'b0;
       unaligned_q     <= 1'b0;
       partial_q       <= 1'b0;
@@ -136,21 +148,25 @@ module kdma_core
       base_line_q     <= '0;
       lines_q         <= '0;
       consumed_q      <= '0;
+      tail_q          <= '0;
       kmem_wr_q       <= '0;
       kmem_rd_q       <= '0;
       kmem_count_q    <= '0;
       inflight_q      <= '0;
       peak_inflight_q <= '0;
     end else begin
-      done_q <= 1'b0;
+      done_q <= tail_last || cur_last || (accept && (start_lines == '0));
       if (resp_valid_i) kmem_wr_q <= kmem_wr_q + 1'b1;
       if (drain)        kmem_rd_q <= kmem_rd_q + 1'b1;
       kmem_count_q <= kmem_count_q + CapBits'(resp_valid_i) - CapBits'(drain);
       inflight_q   <= inflight_q + CapBits'(req_valid_o && req_ready_i) - CapBits'(resp_valid_i);
       if (inflight_q > peak_inflight_q) peak_inflight_q <= inflight_q;
+      if (tail_drain) tail_q <= tail_q - 1'b1;
       if (accept) begin
-        busy_q          <= (start_lines != '0);
-        done_q          <= (start_lines == '0);
+        // what the current task still has to drain becomes the tail
+        if (cur_busy_q && !cur_last) tail_q <= CapBits'(lines_q - consumed_q - COUNT_BITS'(cur_drain));
+        if (!busy) peak_inflight_q <= '0;
+        cur_busy_q      <= (start_lines != '0);
         unaligned_q     <= |base_addr_i[LINE_SHIFT-1:0];
         partial_q       <= |size_bytes_i[LINE_SHIFT-1:0];
         wrap_q          <= ({{(COUNT_BITS + 1 - LINE_ADDR_BITS) {1'b0}}, base_addr_i[ADDR_BITS-1:LINE_SHIFT]}
@@ -158,13 +174,9 @@ module kdma_core
         base_line_q     <= base_addr_i[ADDR_BITS-1:LINE_SHIFT];
         lines_q         <= start_lines;
         consumed_q      <= '0;
-        peak_inflight_q <= '0;
-      end else if (busy_q) begin
-        if (drain) consumed_q <= consumed_q + 1'b1;
-        if (last_consume) begin
-          busy_q <= 1'b0;
-          done_q <= 1'b1;
-        end
+      end else begin
+        if (cur_drain) consumed_q <= consumed_q + 1'b1;
+        if (cur_last)  cur_busy_q <= 1'b0;
       end
     end
   end
@@ -178,16 +190,17 @@ module kdma_core
     if (!rst_ni) begin
       cycles_q      <= '0;
       zero_credit_q <= '0;
-    end else if (accept) begin
+    end else if (accept && !busy) begin
       cycles_q      <= '0;
       zero_credit_q <= '0;
-    end else if (busy_q) begin
+    end else if (busy) begin
       cycles_q <= cycles_q + 1'b1;
-      if ((issued != lines_q) && (credit == '0)) zero_credit_q <= zero_credit_q + 1'b1;
+      if (cur_busy_q && (issued != lines_q) && (credit == '0)) zero_credit_q <= zero_credit_q + 1'b1;
     end
   end
 
-  assign idle_o               = !busy_q;
+  assign idle_o               = !busy;
+  assign ready_o              = ready;
   assign done_o               = done_q;
   assign unaligned_o          = unaligned_q;
   assign partial_o            = partial_q;
@@ -210,12 +223,14 @@ module kdma_core
         else $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
       assert (outstanding <= CapBits'(KmemLines))
         else $error("kdma: %0d lines outstanding, KMem holds %0d", outstanding, KmemLines);
-      assert (!busy_q || (issued <= lines_q))
+      assert (!cur_busy_q || (issued <= lines_q))
         else $error("kdma: issued %0d of %0d lines", issued, lines_q);
       assert (!req_valid_o || (issued < lines_q))
         else $error("kdma: read beyond the end of the transfer");
-      assert (!(busy_q && last_consume) || (issued == lines_q && kmem_count_q == CapBits'(1)))
+      assert (!cur_last || (issued == lines_q && kmem_count_q == CapBits'(1) && inflight_q == '0))
         else $error("kdma: done with %0d of %0d issued", issued, lines_q);
+      assert (!tail_drain || cur_busy_q)
+        else $error("kdma: tail line drained with no current task");
     end
   end
 `endif

@@ -27,8 +27,8 @@ module kdma_prefetch_ring
   input  logic [kdma_pkg::COUNT_BITS-1:0]     transfer_lines_i,  // lines in the task
   input  logic                      clear_i,           // a new task starts: zero the counts
 
-  // ---- Progress from the KMem side ----
-  input  logic [kdma_pkg::COUNT_BITS-1:0]     consumed_lines_i,  // lines drained out of KMem
+  // ---- Occupancy: lines requested and not yet drained out of KMem (all tasks) ----
+  input  logic [$clog2(KmemLines+1)-1:0] outstanding_i,
 
   // ---- Read requests to memory ----
   output logic                      req_valid_o,
@@ -38,8 +38,7 @@ module kdma_prefetch_ring
   // ---- State, for counters, waves and assertions ----
   output logic [kdma_pkg::COUNT_BITS-1:0]     issued_lines_o,
   output logic [$clog2(PrefetchMaxLines+1)-1:0] credit_o,
-  output logic [$clog2(KmemLines+1)-1:0] cap_o,        // window + credit, capped by KMem
-  output logic [$clog2(KmemLines+1)-1:0] outstanding_o // in flight + waiting in KMem
+  output logic [$clog2(KmemLines+1)-1:0] cap_o         // window + credit, capped by KMem
 );
 
   import kdma_pkg::*;
@@ -64,10 +63,8 @@ module kdma_prefetch_ring
   assign window_plus_credit = SumBits'(window_i) + SumBits'(credit_o);
   assign cap_o = (window_plus_credit > SumBits'(KmemLines)) ? CapBits'(KmemLines)
                                                             : CapBits'(window_plus_credit);
-  // issued - consumed never exceeds KmemLines, so the low bits are exact.
-  assign outstanding_o = CapBits'(issued_q - consumed_lines_i);
 
-  assign req_valid_o    = busy_i && (issued_q != transfer_lines_i) && (outstanding_o < cap_o);
+  assign req_valid_o    = busy_i && (issued_q != transfer_lines_i) && (outstanding_i < cap_o);
   assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0];  // wraps at 2^32 bytes
   assign issued_lines_o = issued_q;
 

@@ -29,13 +29,16 @@ module kdma_top
   input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0]       window_i,      // demand window, lines
 
   // ---- Task: one (base, size) per core; disabled cores sit out ----
+  // A task may be taken while the previous one drains (same cores enabled,
+  // each core fully issued): split tasks then stream back to back.
   input  logic                                start_i,
   input  logic [NumCores-1:0]                 core_en_i,
   input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  base_addr_i,
   input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  size_bytes_i,
-  output logic                                idle_o,
-  output logic                                done_o,       // pulse: every enabled core done
-  output logic [31:0]                         cycles_o,     // cycles from start to done
+  output logic                                ready_o,      // start_i would be taken now
+  output logic                                idle_o,       // no task in flight
+  output logic                                done_o,       // pulse per task, in order
+  output logic [31:0]                         cycles_o,     // cycles busy since leaving idle
 
   // ---- KMem drain ports ----
   output logic [NumCores-1:0]                     kmem_valid_o,
@@ -57,15 +60,18 @@ module kdma_top
 
   import kdma_pkg::*;
 
-  logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle;
+  logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle, core_ready;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
   logic [NumCores-1:0][LINE_BITS-1:0]      resp_data;
-  logic [NumCores-1:0]                     pending_q;
+  logic [NumCores-1:0]                     prev_q, cur_q;       // cores still on each task
+  logic [NumCores-1:0]                     prev_d, cur_d;
   logic [31:0]                             cycles_q;
   logic                                    done_q;
-  logic                                    accept;
+  logic                                    idle, ready, accept;
 
-  assign accept = start_i && (pending_q == '0) && (&core_idle);
+  assign idle   = (prev_q == '0) && (cur_q == '0) && (&core_idle);
+  assign ready  = idle || ((prev_d == '0) && (core_en_i == cur_q) && (&(core_ready | ~core_en_i)));
+  assign accept = start_i && ready;
 
   for (genvar c = 0; c < NumCores; c++) begin : g_core
     kdma_core #(
@@ -80,6 +86,7 @@ module kdma_top
       .start_i             (accept && core_en_i[c]),
       .base_addr_i         (base_addr_i[c]),
       .size_bytes_i        (size_bytes_i[c]),
+      .ready_o             (core_ready[c]),
       .idle_o              (core_idle[c]),
       .done_o              (core_done_o[c]),
       .unaligned_o         (unaligned_o[c]),
@@ -122,27 +129,35 @@ module kdma_top
     .resp_data_o (resp_data)
   );
 
-  // Task completion: wait for every enabled core's done pulse.
+  // Task completion. A core finishes its older task first, so a done pulse
+  // clears the core's bit in prev_q if set, else in cur_q.
+  assign prev_d = prev_q & ~core_done_o;
+  assign cur_d  = cur_q & ~(core_done_o & ~prev_q);
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
-      pending_q <= '0;
-      cycles_q  <= '0;
-      done_q    <= 1'b0;
+      prev_q   <= '0;
+      cur_q    <= '0;
+      cycles_q <= '0;
+      done_q   <= 1'b0;
     end else begin
-      done_q <= 1'b0;
+      // prev finishes strictly before cur on every core, so one pulse per cycle suffices
+      done_q <= ((prev_q != '0) && (prev_d == '0)) || ((cur_q != '0) && (cur_d == '0));
       if (accept) begin
-        pending_q <= core_en_i;
-        cycles_q  <= '0;
-        done_q    <= (core_en_i == '0);
-      end else if (pending_q != '0) begin
-        pending_q <= pending_q & ~core_done_o;
-        cycles_q  <= cycles_q + 1'b1;
-        if ((pending_q & ~core_done_o) == '0) done_q <= 1'b1;
+        prev_q <= cur_d;
+        cur_q  <= core_en_i;
+        if (core_en_i == '0) done_q <= 1'b1;
+      end else begin
+        prev_q <= prev_d;
+        cur_q  <= cur_d;
       end
+      if (accept && idle)   cycles_q <= '0;
+      else if (!idle)       cycles_q <= cycles_q + 1'b1;
     end
   end
 
-  assign idle_o   = (pending_q == '0) && (&core_idle);
+  assign ready_o  = ready;
+  assign idle_o   = idle;
   assign done_o   = done_q;
   assign cycles_o = cycles_q;
 

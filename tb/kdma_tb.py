@@ -142,6 +142,43 @@ class KdmaTB:
             self.compare(result, expected)
         return result
 
+    async def run_sequence(
+        self,
+        tasks: Sequence[cm.CoreTask],
+        bp: cm.Backpressure | None = None,
+    ) -> int:
+        """Give core 0 `tasks` back to back (start held high); return the span in cycles.
+
+        One await per task: Python waits for the top's accept, not for clock edges.
+        """
+        dut = self.dut
+        await ClockCycles(dut.clk_o, self.settle_cycles())
+        assert int(dut.idle_o.value) == 1, "engine not idle before start"
+        expected = cm.run_sequence(self.mode, self.settings, tasks, bp)
+        pad = [None] * (self.ncores - 1)
+        accept = dut.u_top.accept
+        for n, task in enumerate(tasks):
+            self._drive_task([task, *pad], bp)
+            dut.start_i.value = 1
+            await ReadOnly()
+            if not int(accept.value):
+                await RisingEdge(accept)
+            await RisingEdge(dut.clk_o)
+        dut.start_i.value = 0
+        err = RisingEdge(dut.chk_err_o)
+        timeout = Timer((expected.cycles + 10) * self.period_ns, unit="ns")
+        fired = await First(RisingEdge(dut.idle_o), err, timeout)
+        await ReadOnly()
+        if fired is err or int(dut.chk_err_o.value):
+            raise AssertionError(self.describe_error())
+        assert int(dut.idle_o.value) == 1, "task sequence did not finish"
+        span = int(dut.cycles_o.value)
+        drained = int(dut.g_chk[0].count_q.value)
+        await RisingEdge(dut.clk_o)
+        assert drained == sum(t.lines for t in tasks), f"drained {drained} lines"
+        assert span == expected.cycles, f"sequence cycles: RTL {span}, model {expected.cycles}"
+        return span
+
     def _read(self, tasks: Sequence[cm.CoreTask | None]) -> RtlResult:
         top = self.dut.u_top
         cores: list[RtlCoreResult | None] = []

@@ -167,13 +167,15 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true", help="one JSON document on stdout")
         sp.add_argument("--profile", default=None, help="profile name or JSON path (m3)")
         if engine:
-            sp.add_argument("--engine", default="model", type=_engine,
-                            help=f"one of {', '.join(ENGINES)}")
+            sp.add_argument(
+                "--engine", default="model", type=_engine, help=f"one of {', '.join(ENGINES)}"
+            )
 
     sp = sub.add_parser("predict", help="time and GB/s for B bytes per core on 16 cores")
     sp.add_argument("--bytes-per-core", required=True, type=_positive)
-    sp.add_argument("--variant", default="signed", type=_variant,
-                    help="literal, signed (= buggy), or fixed")
+    sp.add_argument(
+        "--variant", default="signed", type=_variant, help="literal, signed (= buggy), or fixed"
+    )
     sp.add_argument("--split", default=1, type=_positive)
     common(sp)
     sp.set_defaults(func=cmd_predict)

@@ -172,51 +172,80 @@ def _static_credit(mode: CreditMode, base_line: int, lines: int) -> int | None:
     return None if mode is CreditMode.FIXED else credit(mode, base_line, lines, 0)
 
 
-def _core_recurrence(mode: CreditMode, s: Settings, task: CoreTask, ready: _Ready) -> CoreResult:
-    """Grant and drain cycle of every line of one core, assuming the aggregate never binds."""
-    n = task.lines
+def _core_recurrence(
+    mode: CreditMode, s: Settings, tasks: Sequence[CoreTask], ready: _Ready
+) -> CoreResult:
+    """Grant and drain cycle of every line of one core, assuming the aggregate never binds.
+
+    `tasks` run back to back: `start_i` is held high, so task j is taken in the
+    first cycle the core is ready (task j-1 fully issued, task j-2 fully
+    drained, and j a non-empty task; an empty one waits for idle).
+    """
     lat = max(s.latency, 1)
     one, r = RATE_ONE, s.core_rate_q16
-    grants = [0] * n
-    drains = [0] * n
-    static = _static_credit(mode, task.base_line, n)
     window = s.window
-    tok_after = one  # bank at cycle g_prev + 1; full when the task starts
+    total = sum(t.lines for t in tasks)
+    grants = [0] * total
+    drains = [0] * total
+    tok_after = one  # bank at cycle g_prev + 1; full when the first task starts
     g_prev = 0
     d_prev = 0
     always = ready.always
-    for i in range(n):
-        c_cred = static if static is not None else min(n - i, 256)
-        cap = min(window + c_cred, KMEM_LINES)
-        # token: earliest k >= 0 cycles after g_prev + 1 with bank + refill >= one
-        need = one - r - tok_after
-        k_tok = 0 if need <= 0 else -(-need // r)
-        g = g_prev + 1 + k_tok
-        m = i - cap
-        if m >= 0:
-            gate = drains[m] + 1
-            if gate > g:
-                g = gate
-        bank = tok_after + (g - g_prev - 1) * r
-        if bank > one:
-            bank = one
-        tok_after = bank + r - one
-        grants[i] = g
-        d = g + lat + 1
-        if d <= d_prev:
-            d = d_prev + 1
-        if not always:
-            d = ready.next(d)
-        drains[i] = d
-        g_prev, d_prev = g, d
+    zero = 0
+    i = 0
+    accept = 0
+    prev_start = 0  # first line index of the previous task
+    for j, task in enumerate(tasks):
+        n = task.lines
+        if j:
+            if n == 0 or tasks[j - 1].lines == 0:
+                ready_at = (d_prev + 1) if i else accept + 1  # wait for idle
+            else:
+                ready_at = g_prev + 1  # previous task fully issued
+                if prev_start:
+                    ready_at = max(ready_at, drains[prev_start - 1] + 1)  # older one drained
+            accept = max(accept + 1, ready_at)
+            prev_start = i
+        static = _static_credit(mode, task.base_line, n)
+        if n and static == 0:
+            zero -= accept  # counted below as (last grant - accept)
+        floor = accept + 1
+        for q in range(n):
+            c_cred = static if static is not None else min(n - q, 256)
+            cap = min(window + c_cred, KMEM_LINES)
+            # token: earliest k >= 0 cycles after g_prev + 1 with bank + refill >= one
+            need = one - r - tok_after
+            k_tok = 0 if need <= 0 else -(-need // r)
+            g = g_prev + 1 + k_tok
+            if g < floor:
+                g = floor
+            m = i - cap
+            if m >= 0:
+                gate = drains[m] + 1
+                if gate > g:
+                    g = gate
+            bank = tok_after + (g - g_prev - 1) * r
+            if bank > one:
+                bank = one
+            tok_after = bank + r - one
+            grants[i] = g
+            d = g + lat + 1
+            if d <= d_prev:
+                d = d_prev + 1
+            if not always:
+                d = ready.next(d)
+            drains[i] = d
+            g_prev, d_prev = g, d
+            i += 1
+        if n and static == 0:
+            zero += g_prev
     g_arr = np.asarray(grants, dtype=np.int64)
     d_arr = np.asarray(drains, dtype=np.int64)
-    zero = int(g_arr[-1]) if (n and static == 0) else 0
     return CoreResult(
-        cycles=int(d_arr[-1]) if n else 0,
+        cycles=int(d_arr[-1]) if total else 0,
         zero_credit_cycles=zero,
         peak_inflight=_peak_window(g_arr, lat),
-        issued=n,
+        issued=total,
         grants=g_arr,
         drains=d_arr,
     )
@@ -265,7 +294,7 @@ def run_task(
     results: list[CoreResult | None] = []
     for c, t in enumerate(tasks):
         results.append(
-            None if t is None else _core_recurrence(mode, settings, t, _Ready(backpressure, c))
+            None if t is None else _core_recurrence(mode, settings, [t], _Ready(backpressure, c))
         )
     if len(tasks) > 1 and not _aggregate_ok(results, settings):
         return simulate(mode, settings, tasks, backpressure)
@@ -370,6 +399,105 @@ def simulate(
             )
         )
     return TaskResult(_top_cycles(results), results, "stepped")
+
+
+def run_sequence(
+    mode: CreditMode,
+    settings: Settings,
+    tasks: Sequence[CoreTask],
+    backpressure: Backpressure | None = None,
+) -> TaskResult:
+    """One core given `tasks` back to back (start held high): the split workaround.
+
+    ``cycles`` spans the first task's start to the last one's done, as
+    kdma_top's cycles_o counts it.
+    """
+    if not tasks:
+        raise InputError("an empty task sequence")
+    core = _core_recurrence(mode, settings, tasks, _Ready(backpressure, 0))
+    if core.issued == 0:
+        return TaskResult(1, [core], "recurrence")
+    return TaskResult(core.cycles + 1, [core], "recurrence")
+
+
+def simulate_sequence(
+    mode: CreditMode,
+    settings: Settings,
+    tasks: Sequence[CoreTask],
+    backpressure: Backpressure | None = None,
+    max_cycles: int = 50_000_000,
+) -> TaskResult:
+    """Step one core through back-to-back tasks, register by register as kdma_core does."""
+    s = settings
+    one, r = RATE_ONE, s.core_rate_q16
+    lat = max(s.latency, 1)
+    ready = _Ready(backpressure, 0)
+    queue = list(tasks)
+    cur = queue.pop(0)  # accepted in cycle 0
+    lines, issued, consumed, tail = cur.lines, 0, 0, 0
+    cur_busy = lines > 0
+    tok, inflight, kmem = one, 0, 0
+    pops: deque[int] = deque()
+    grants: list[int] = []
+    drains: list[int] = []
+    zero = peak = end = 0
+    c = 0
+    while cur_busy or tail or queue:
+        c += 1
+        if c > max_cycles:
+            raise RuntimeError("simulation did not finish")
+        peak = max(peak, inflight)
+        busy = cur_busy or tail > 0
+        cr = credit(mode, cur.base_line, lines, issued)
+        if cur_busy and issued != lines and cr == 0:
+            zero += 1
+        cap = min(s.window + cr, KMEM_LINES)
+        valid = cur_busy and issued != lines and inflight + kmem < cap
+        grant = valid and tok + r >= one and inflight < KMEM_LINES
+        popped = bool(pops) and pops[0] == c
+        drained = kmem > 0 and ready.at(c)
+        nxt = queue[0] if queue else None
+        can_take = not busy or (issued == lines and tail == 0 and nxt is not None and nxt.lines > 0)
+        accept = nxt is not None and can_take
+        tail_drain = drained and tail > 0
+        cur_drain = drained and tail == 0 and cur_busy
+        cur_last = cur_drain and consumed + 1 == lines
+        # end of cycle c
+        tok = tok + r - one if grant else min(tok + r, one)
+        if grant:
+            pops.append(c + lat)
+            grants.append(c)
+        if popped:
+            pops.popleft()
+        inflight += int(grant) - int(popped)
+        kmem += int(popped) - int(drained)
+        if drained:
+            drains.append(c)
+            end = c
+        if tail_drain:
+            tail -= 1
+        if grant:
+            issued += 1
+        if accept:
+            if cur_busy and not cur_last:
+                tail = lines - consumed - int(cur_drain)
+            cur = queue.pop(0)
+            lines, issued, consumed = cur.lines, 0, 0
+            cur_busy = lines > 0
+        else:
+            if cur_drain:
+                consumed += 1
+            if cur_last:
+                cur_busy = False
+    core = CoreResult(
+        cycles=end,
+        zero_credit_cycles=zero,
+        peak_inflight=peak,
+        issued=len(grants),
+        grants=np.asarray(grants, dtype=np.int64),
+        drains=np.asarray(drains, dtype=np.int64),
+    )
+    return TaskResult(end + 1 if grants else 1, [core], "stepped")
 
 
 def single(

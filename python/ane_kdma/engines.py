@@ -39,6 +39,13 @@ def cycles(
         job.write_text(json.dumps({"settings": asdict(settings), "lines": list(lines)}))
         env = {"KDMA_JOB": str(job), "KDMA_RESULTS": str(out)}
         params = {"CreditMode": int(mode), "NumCores": 1}
-        run(sim, "kdma_tb_top", params, "cocotb_kdma", "batch_run", extra_env=env,
-            test_dir=Path(tmp))
+        run(
+            sim,
+            "kdma_tb_top",
+            params,
+            "cocotb_kdma",
+            "batch_run",
+            extra_env=env,
+            test_dir=Path(tmp),
+        )
         return list(json.loads(out.read_text())["cycles"])

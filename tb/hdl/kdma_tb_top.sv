@@ -33,12 +33,13 @@ module kdma_tb_top #(
   input  logic [NumCores-1:0]                          core_en_i,
   input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] base_addr_i,
   input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] size_bytes_i,
+  output logic                                         ready_o,
   output logic                                         idle_o,
   output logic                                         done_o,
   output logic [31:0]                                  cycles_o,
 
   // ---- Consumer back-pressure ----
-  input  logic [15:0]         bp_seed_i,       // LFSR seed, loaded at start_i
+  input  logic [15:0]         bp_seed_i,       // LFSR seed, loaded when a task starts from idle
   input  logic [7:0]          bp_threshold_i,  // ready when lfsr[7:0] >= threshold; 0 = always
   input  logic                ext_ready_en_i,  // 1: ready comes from ext_ready_i instead
   input  logic [NumCores-1:0] ext_ready_i,
@@ -52,7 +53,7 @@ module kdma_tb_top #(
   output logic [7:0]                chk_word_o,       // first differing word (16 = address only)
   output logic [31:0]               chk_exp_word_o,
   output logic [31:0]               chk_act_word_o,
-  output logic [NumCores-1:0][31:0] chk_count_o       // lines drained per core
+  output logic [NumCores-1:0][31:0] chk_count_o       // lines drained per core since idle
 );
 
   import kdma_pkg::*;
@@ -64,13 +65,14 @@ module kdma_tb_top #(
   always #(HalfPeriod) clk_i = ~clk_i;
   assign clk_o = clk_i;
 
-  logic [NumCores-1:0]                     kmem_valid, kmem_ready, accept_core;
+  logic [NumCores-1:0]                     kmem_valid, kmem_ready;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] kmem_addr;
   logic [NumCores-1:0][LINE_BITS-1:0]      kmem_data;
   logic [31:0]                             cyc_q;
-  logic                                    accept;
+  logic                                    accept, fresh;
 
-  assign accept = start_i && idle_o;
+  assign accept = start_i && ready_o;    // a task is taken this cycle
+  assign fresh  = accept && idle_o;      // ... and it starts from idle
 
   kdma_top #(
     .NumCores        (NumCores),
@@ -87,6 +89,7 @@ module kdma_tb_top #(
     .core_en_i,
     .base_addr_i,
     .size_bytes_i,
+    .ready_o,
     .idle_o,
     .done_o,
     .cycles_o,
@@ -107,7 +110,7 @@ module kdma_tb_top #(
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni)     cyc_q <= '0;
-    else if (accept) cyc_q <= 32'd1;  // cycle numbering as ane_kdma.cyclemodel
+    else if (fresh)  cyc_q <= 32'd1;  // cycle numbering as ane_kdma.cyclemodel
     else             cyc_q <= cyc_q + 1'b1;
   end
 
@@ -121,31 +124,58 @@ module kdma_tb_top #(
   for (genvar c = 0; c < NumCores; c++) begin : g_chk
     logic [15:0]               lfsr_q;
     logic [15:0]               seed;
-    logic [LINE_ADDR_BITS-1:0] exp_q;
+    logic [LINE_ADDR_BITS-1:0] exp_q, nxt_base_q;   // expected line; queued task's base
+    logic [31:0]               left_q, nxt_lines_q; // lines left in the draining task; queued
+    logic                      nxt_valid_q;
     logic [31:0]               count_q;
+    logic [31:0]               lines;
     logic [LINE_BITS-1:0]      want;
-    logic                      drain;
+    logic                      drain, take, stray;
 
     assign seed = ((bp_seed_i ^ 16'(c * 32'h9E37)) == 16'd0) ? 16'd1 : (bp_seed_i ^ 16'(c * 32'h9E37));
     assign kmem_ready[c] = ext_ready_en_i ? ext_ready_i[c]
                                           : (bp_threshold_i == 8'd0) || (lfsr_q[7:0] >= bp_threshold_i);
     assign drain = kmem_valid[c] && kmem_ready[c];
     assign want  = line_data(exp_q);
+    assign lines = 32'(size_bytes_i[c][ADDR_BITS-1:LINE_SHIFT]) + 32'(|size_bytes_i[c][LINE_SHIFT-1:0]);
+    assign take  = accept && core_en_i[c];
+    assign stray = drain && (left_q == '0);         // a line no task asked for
 
     always_ff @(posedge clk_i or negedge rst_ni) begin
       if (!rst_ni) begin
-        lfsr_q  <= 16'd1;
-        exp_q   <= '0;
-        count_q <= '0;
+        lfsr_q      <= 16'd1;
+        exp_q       <= '0;
+        left_q      <= '0;
+        nxt_base_q  <= '0;
+        nxt_lines_q <= '0;
+        nxt_valid_q <= 1'b0;
+        count_q     <= '0;
       end else begin
         lfsr_q <= {1'b0, lfsr_q[15:1]} ^ (lfsr_q[0] ? LfsrTaps : 16'd0);
-        if (accept) begin
+        if (fresh) begin
           lfsr_q  <= seed;
-          exp_q   <= base_addr_i[c][ADDR_BITS-1:LINE_SHIFT];
           count_q <= '0;
         end else if (drain) begin
-          exp_q   <= exp_q + 1'b1;
           count_q <= count_q + 1'b1;
+        end
+        if (drain) begin
+          exp_q  <= exp_q + 1'b1;
+          left_q <= left_q - 1'b1;
+          if (left_q == 32'd1 && nxt_valid_q) begin
+            exp_q       <= nxt_base_q;
+            left_q      <= nxt_lines_q;
+            nxt_valid_q <= 1'b0;
+          end
+        end
+        if (take) begin
+          if (left_q == '0 || (left_q == 32'd1 && drain)) begin
+            exp_q  <= base_addr_i[c][ADDR_BITS-1:LINE_SHIFT];
+            left_q <= lines;
+          end else begin
+            nxt_base_q  <= base_addr_i[c][ADDR_BITS-1:LINE_SHIFT];
+            nxt_lines_q <= lines;
+            nxt_valid_q <= 1'b1;
+          end
         end
       end
     end
@@ -158,7 +188,7 @@ module kdma_tb_top #(
       exp_word[c] = '0;
       act_word[c] = '0;
       if (drain) begin
-        if (kmem_addr[c] != exp_q) mism[c] = 1'b1;
+        if (kmem_addr[c] != exp_q || stray) mism[c] = 1'b1;
         for (int j = 15; j >= 0; j--) begin
           if (kmem_data[c][32*j+:32] != want[32*j+:32]) begin
             mism[c]     = 1'b1;
@@ -184,7 +214,7 @@ module kdma_tb_top #(
       chk_word_o      <= '0;
       chk_exp_word_o  <= '0;
       chk_act_word_o  <= '0;
-    end else if (accept) begin
+    end else if (fresh) begin
       chk_err_o <= 1'b0;
     end else if (!chk_err_o && (mism != '0)) begin
       chk_err_o <= 1'b1;
