@@ -82,7 +82,7 @@ async def reset_mid_transfer(dut) -> None:
 
 @cocotb.test()
 async def top_of_address_space_wraps(dut) -> None:
-    """A transfer crossing 2^32 wraps to line 0 and raises wrap; one that ends at the top does not."""
+    """Crossing 2^32 wraps to line 0 and raises wrap; ending exactly at the top does not."""
     tb = KdmaTB(dut)
     await tb.start()
     top_line = 1 << 26

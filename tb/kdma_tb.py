@@ -157,7 +157,7 @@ class KdmaTB:
         expected = cm.run_sequence(self.mode, self.settings, tasks, bp)
         pad = [None] * (self.ncores - 1)
         accept = dut.u_top.accept
-        for n, task in enumerate(tasks):
+        for task in tasks:
             self._drive_task([task, *pad], bp)
             dut.start_i.value = 1
             await ReadOnly()
