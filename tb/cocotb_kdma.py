@@ -196,15 +196,19 @@ async def multicore_shared_memory(dut) -> None:
 async def batch_run(dut) -> None:
     """Run a job from KDMA_JOB (JSON) and write RTL cycles to KDMA_RESULTS: the CLI's RTL engine.
 
-    Job: {"settings": {...Settings fields...}, "lines": [n, ...], "base_lines": [b, ...]}.
+    Job: {"settings": {...Settings fields...}, "sequences": [[lines, ...], ...]}; each
+    sequence is issued back to back on core 0 from line 0, as ane_kdma.engines does.
     Every run is also checked against the cycle model, as everywhere else.
     """
     job = json.loads(open(os.environ["KDMA_JOB"]).read())
     tb = KdmaTB(dut, cm.Settings(**job["settings"]))
     await tb.start()
     cycles = []
-    bases = job.get("base_lines") or [0] * len(job["lines"])
-    for lines, base in zip(job["lines"], bases, strict=True):
-        cycles.append((await tb.run_task(_one(tb, _lines_task(base, lines)))).cycles)
+    for seq in job["sequences"]:
+        tasks, base = [], 0
+        for n in seq:
+            tasks.append(_lines_task(base, n))
+            base += n
+        cycles.append(await tb.run_sequence(tasks))
     with open(os.environ["KDMA_RESULTS"], "w") as fh:
         json.dump({"mode": tb.mode.name, "cycles": cycles}, fh)

@@ -74,7 +74,7 @@ def predict_one(
     if lines * LINE_BYTES >= 1 << 32:
         raise InputError(f"{bytes_per_core} bytes per core exceeds the 32-bit size register")
     parts = split_lines(lines, split)
-    total = sum(cycles(engine, mode, profile.settings, parts))
+    total = cycles(engine, mode, profile.settings, [parts])[0]
     time_us = profile.overhead_us + profile.us(total)
     return {
         "bytes_per_core": bytes_per_core,
@@ -120,7 +120,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "cores": len(task.enabled_cores),
         }
         for mode in CreditMode:
-            c = cycles(args.engine, mode, profile.settings, [lines])[0]
+            c = cycles(args.engine, mode, profile.settings, [[lines]])[0]
             t = profile.overhead_us + profile.us(c)
             name = mode.name.lower()
             row[f"{name}_cycles"] = c
@@ -142,7 +142,7 @@ def cmd_erratum(args: argparse.Namespace) -> int:
     profile = load(args.profile)
     laps = list(range(1, args.laps + 1))
     lines = [k * RING_LINES for k in laps]
-    table = {m: cycles(args.engine, m, profile.settings, lines) for m in CreditMode}
+    table = {m: cycles(args.engine, m, profile.settings, [[n] for n in lines]) for m in CreditMode}
     rows = []
     for i, k in enumerate(laps):
         fixed = table[CreditMode.FIXED][i]
