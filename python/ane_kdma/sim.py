@@ -93,6 +93,7 @@ def _build_args(sim: str, waves: bool) -> list[str]:
     if sim == "verilator":
         args = [
             "--timing",
+            "--assert",  # the RTL's immediate assertions are live in simulation
             "-CFLAGS",
             "-fcoroutines",
             "-Wno-fatal",
