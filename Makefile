@@ -3,6 +3,7 @@
 # simulator and calls pytest or the CLI.
 
 SIM    ?= verilator
+comma  := ,
 JOBS   ?= 2
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,7 @@ PYTEST := $(PY) -m pytest
 CLI    := $(VENV)/bin/ane-kdma
 export SIM
 
-.PHONY: all demo test test-model test-rtl regress waves lint formal bench clean
+.PHONY: all demo test test-model test-rtl regress waves lint formal mutants bench clean
 
 all: test
 
@@ -44,8 +45,16 @@ waves: $(VENV)/.installed
 	$(PY) -m ane_kdma.waves --sim $(SIM) --out out/waves
 
 lint: $(VENV)/.installed
-	$(PY) -m pytest -q tests/test_lint.py
-	$(VENV)/bin/ruff check python tests tb
+	$(PYTEST) -q tb/test_lint.py
+	$(VENV)/bin/ruff check python tests tb tools
+
+# Deliberate one-line RTL bugs; every one must be caught (not part of CI).
+mutants: $(VENV)/.installed
+	$(PY) tools/mutants.py --sim $(SIM)
+
+# Speed and memory figures, printed (not asserted).
+bench: $(VENV)/.installed
+	$(PY) tools/bench.py --sims verilator$(if $(shell command -v iverilog),$(comma)icarus)
 
 formal: $(VENV)/.installed
 	bash formal/run.sh
