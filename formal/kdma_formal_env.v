@@ -18,7 +18,7 @@ module kdma_formal_env (
   output wire [31:0] window_o,          // demand window, lines
   // ---- Handshakes: chosen afresh by the solver every cycle ----
   output wire        req_ready_o,       // memory accepts the read request
-  output wire        consume_o          // consumer wants to drain one line
+  output wire        drain_o            // one outstanding line may leave KMem
 );
 
   // Driven by the solver, not by logic.
@@ -27,14 +27,14 @@ module kdma_formal_env (
   (* anyconst *) reg [31:0] transfer_lines;
   (* anyconst *) reg [31:0] window;
   (* anyseq *)   reg        req_ready;
-  (* anyseq *)   reg        consume;
+  (* anyseq *)   reg        drain;
   /* verilator lint_on UNDRIVEN */
 
   assign base_line_o      = base_line;
   assign transfer_lines_o = transfer_lines;
   assign window_o         = window;
   assign req_ready_o      = req_ready;
-  assign consume_o        = consume;
+  assign drain_o          = drain;
 
 endmodule
 

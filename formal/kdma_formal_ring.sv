@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// Formal harness: the issue engine under a symbolic task, free memory handshake and a bounded consumer.
+// Formal harness: the issue engine under a symbolic task, free memory handshake and a free drain.
 //
 // The task (base line, transfer lines, window) comes from kdma_formal_env as
 // anyconst values: the solver picks them, including the 32-bit transfer size,
 // and they stay fixed for the whole trace. Memory accepts a request whenever the
-// solver likes (anyseq). The consumer is abstracted as a counter that the solver
-// may bump by one per cycle, only while it is behind the issue counter: lines
-// are never drained before they were requested.
+// solver likes (anyseq). Everything behind the memory port (reads in flight and
+// lines waiting in KMem, across tasks) is abstracted as one counter,
+// `outstanding`, which feeds the engine's outstanding_i: it rises by one when a
+// request is accepted and the solver may lower it by one per cycle, only while
+// it is above zero. Lines are never drained before they were requested.
 //
 // Properties, by mode (see formal/README.md for the jobs that check them):
 //   every mode  the engine reads only lines of the task, in order, once each:
@@ -14,7 +16,7 @@
 //               issued never passes transfer_lines; outstanding never passes
 //               KMem; a request, once raised, is held until accepted;
 //               credit equals this file's own statement of the mode (credit_ref).
-//   Fixed       credit != 0 while lines remain, and with nothing in flight the
+//   Fixed       credit != 0 while lines remain, and with nothing outstanding the
 //               engine always requests (it never hangs, even with window 0).
 //   Literal,    the notch has the shape of erratum section 4: zero credit
 //   Signed      exactly at transfer = k * 2^14, partial credit exactly for
@@ -33,7 +35,7 @@ module kdma_formal_ring
   // Witness a cover task asks for: 0 none, 1 zero credit while lines remain,
   // 2 partial credit (1..255) with transfer_lines >= 2^14, 3 as 2 but on the
   // x < 0 side of a multiple of 2^14, 4 a finished transfer (non-vacuity),
-  // 5 a hang: lines left, nothing in flight, no request.
+  // 5 a hang: lines left, nothing outstanding, no request.
   parameter int Goal = 0
 ) (
   input wire clk_i
@@ -79,14 +81,14 @@ module kdma_formal_ring
   logic [COUNT_BITS-1:0]     transfer_lines;
   logic [CapBits-1:0]        window;
   logic                      req_ready;
-  logic                      consume;
+  logic                      drain;       // one outstanding line leaves (if any)
 
   kdma_formal_env u_env (
     .base_line_o     (base_line_any),
     .transfer_lines_o(transfer_lines_any),
     .window_o        (window_any),
     .req_ready_o     (req_ready),
-    .consume_o       (consume)
+    .drain_o         (drain)
   );
 
   assign base_line      = base_line_any[LINE_ADDR_BITS-1:0];
@@ -101,8 +103,7 @@ module kdma_formal_ring
   logic [COUNT_BITS-1:0]     issued;
   logic [CreditBits-1:0]     credit;
   logic [CapBits-1:0]        cap;
-  logic [CapBits-1:0]        outstanding;
-  logic [COUNT_BITS-1:0]     consumed_q;
+  logic [CapBits-1:0]        outstanding_q;  // requested, not yet drained out of KMem
 
   kdma_prefetch_ring #(
     .CreditMode(MODE)
@@ -114,22 +115,26 @@ module kdma_formal_ring
     .base_line_i     (base_line),
     .transfer_lines_i(transfer_lines),
     .clear_i         (1'b0),
-    .consumed_lines_i(consumed_q),
+    .outstanding_i   (outstanding_q),
     .req_valid_o     (req_valid),
     .req_ready_i     (req_ready),
     .req_addr_o      (req_addr),
     .issued_lines_o  (issued),
     .credit_o        (credit),
-    .cap_o           (cap),
-    .outstanding_o   (outstanding)
+    .cap_o           (cap)
   );
 
-  // Consumer: drains one line at a time, never ahead of what was requested.
+  // Memory and KMem, abstracted: +1 per accepted request, and the solver may
+  // retire one line per cycle while any is outstanding (both in one cycle too).
+  logic accepted, retired;
+  assign accepted = req_valid && req_ready;
+  assign retired  = drain && (outstanding_q != '0);
+
   always_ff @(posedge clk_i) begin
     if (!rst_nq) begin
-      consumed_q <= '0;
-    end else if (consume && (consumed_q < issued)) begin
-      consumed_q <= consumed_q + 1'b1;
+      outstanding_q <= '0;
+    end else begin
+      outstanding_q <= outstanding_q + CapBits'(accepted) - CapBits'(retired);
     end
   end
 
@@ -138,7 +143,6 @@ module kdma_formal_ring
   // ---------------------------------------------------------------------------
   logic                      lines_left;   // the transfer is not fully requested
   logic [COUNT_BITS-1:0]     remaining;    // lines still to request
-  logic [COUNT_BITS-1:0]     in_flight;    // requested, not yet consumed (full width)
   logic [LINE_ADDR_BITS-1:0] req_offset;   // requested line relative to the start
   logic [RING_BITS-1:0]      notch_x;      // transfer_lines mod 2^14
   logic [COUNT_BITS-1:0]     avail_ref;    // what the mode believes is left
@@ -148,7 +152,6 @@ module kdma_formal_ring
 
   assign lines_left = (issued < transfer_lines);
   assign remaining  = transfer_lines - issued;
-  assign in_flight  = issued - consumed_q;
   assign req_offset = req_addr - base_line;
   assign notch_x    = transfer_lines[RING_BITS-1:0];
 
@@ -184,9 +187,8 @@ module kdma_formal_ring
     if (rst_nq) begin
       // Counters: the helper invariants that make the 32-bit induction close.
       assert (issued <= transfer_lines);
-      assert (consumed_q <= issued);
-      assert (in_flight <= COUNT_BITS'(KMEM_LINES));
-      assert (COUNT_BITS'(outstanding) == in_flight);
+      assert (COUNT_BITS'(outstanding_q) <= issued);
+      assert (outstanding_q <= CapBits'(KMEM_LINES));
       // Credit and cap follow the mode's statement.
       assert (credit == credit_ref);
       assert (cap == cap_ref);
@@ -194,7 +196,7 @@ module kdma_formal_ring
       // the 26-bit line address space, and come in order.
       if (req_valid) begin
         assert (lines_left);
-        assert (outstanding < cap);
+        assert (outstanding_q < cap);
         assert (req_offset == issued[LINE_ADDR_BITS-1:0]);
         assert (COUNT_BITS'(req_offset) < transfer_lines);
         if ({1'b0, transfer_lines} <= ADDR_SPACE_LINES) begin
@@ -226,7 +228,7 @@ module kdma_formal_ring
     always_comb begin
       if (rst_nq && lines_left) begin
         assert (credit != '0);
-        if (outstanding == '0) begin
+        if (outstanding_q == '0) begin
           assert (req_valid);
         end
       end
@@ -234,7 +236,7 @@ module kdma_formal_ring
   end else begin : g_notch
     always_comb begin
       if (rst_nq) begin
-        if (lines_left && (outstanding == '0) && (window != '0)) begin
+        if (lines_left && (outstanding_q == '0) && (window != '0)) begin
           assert (req_valid);
         end
         // Zero credit exactly at multiples of 2^14 lines.
@@ -267,8 +269,8 @@ module kdma_formal_ring
         2:       cover (lines_left && partial_credit);
         3:       cover (lines_left && partial_credit && notch_x[RING_BITS-1]);
         4:       cover ((issued == transfer_lines) && (transfer_lines >= 32'd3)
-                        && (consumed_q == issued) && (window == '0));
-        5:       cover (lines_left && (outstanding == '0) && !req_valid);
+                        && (outstanding_q == '0) && (window == '0));
+        5:       cover (lines_left && (outstanding_q == '0) && !req_valid);
         default: ;
       endcase
     end

@@ -213,24 +213,58 @@ module kdma_core
 
   // ---------------------------------------------------------------------------
   // Immediate assertions (simulation only; formal/ restates them as properties)
+  //
+  // Each failure prints a $error and sets its bit in assert_fail_q, which
+  // stays set until reset: a testbench reads it to see that an assertion fired
+  // even on a simulator that carries on after $error (Icarus). Verilator, built
+  // with --assert, stops at the first $error unless +verilator+error+limit is
+  // raised. tb/cocotb_assertions.py drives illegal states to prove they fire.
+  // Bits: 0 credit above clamp, 1 issue at cap, 2 outstanding above KMem,
+  // 3 issued above lines, 4 read beyond the end, 5 done early, 6 stray tail.
   // ---------------------------------------------------------------------------
 `ifndef SYNTHESIS
+  localparam int NumAsserts = 7;
+  logic [NumAsserts-1:0] assert_fail_q;
+
   always_ff @(posedge clk_i or negedge rst_ni) begin
-    if (rst_ni) begin
+    if (!rst_ni) begin
+      assert_fail_q <= '0;
+    end else begin
       assert (credit <= CreditBits'(PrefetchMaxLines))
-        else $error("kdma: credit %0d above clamp %0d", credit, PrefetchMaxLines);
+        else begin
+          $error("kdma: credit %0d above clamp %0d", credit, PrefetchMaxLines);
+          assert_fail_q[0] <= 1'b1;
+        end
       assert (!req_valid_o || (outstanding < cap))
-        else $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
+        else begin
+          $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
+          assert_fail_q[1] <= 1'b1;
+        end
       assert (outstanding <= CapBits'(KmemLines))
-        else $error("kdma: %0d lines outstanding, KMem holds %0d", outstanding, KmemLines);
+        else begin
+          $error("kdma: %0d lines outstanding, KMem holds %0d", outstanding, KmemLines);
+          assert_fail_q[2] <= 1'b1;
+        end
       assert (!cur_busy_q || (issued <= lines_q))
-        else $error("kdma: issued %0d of %0d lines", issued, lines_q);
+        else begin
+          $error("kdma: issued %0d of %0d lines", issued, lines_q);
+          assert_fail_q[3] <= 1'b1;
+        end
       assert (!req_valid_o || (issued < lines_q))
-        else $error("kdma: read beyond the end of the transfer");
+        else begin
+          $error("kdma: read beyond the end of the transfer");
+          assert_fail_q[4] <= 1'b1;
+        end
       assert (!cur_last || (issued == lines_q && kmem_count_q == CapBits'(1) && inflight_q == '0))
-        else $error("kdma: done with %0d of %0d issued", issued, lines_q);
+        else begin
+          $error("kdma: done with %0d of %0d issued", issued, lines_q);
+          assert_fail_q[5] <= 1'b1;
+        end
       assert (!tail_drain || cur_busy_q)
-        else $error("kdma: tail line drained with no current task");
+        else begin
+          $error("kdma: tail line drained with no current task");
+          assert_fail_q[6] <= 1'b1;
+        end
     end
   end
 `endif
