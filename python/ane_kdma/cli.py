@@ -22,6 +22,8 @@ from ane_kdma.hw import (
     lap_and_offset,
     lines_for_bytes,
 )
+from ane_kdma.llm import decode_rate, get_model, load_models
+from ane_kdma.plan import Shape, plan_shape
 from ane_kdma.profile import Profile, load
 
 
@@ -159,6 +161,42 @@ def cmd_erratum(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    profile = load(args.profile)
+    shapes = [Shape.parse(t) for t in args.shape]
+    rows = [plan_shape(sh, profile, args.variant, args.engine).as_dict() for sh in shapes]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(f"split plan for {args.variant.name.lower()} hardware, profile {profile.name}")
+        _print_table(rows, list(rows[0]))
+    return 0
+
+
+def cmd_llm(args: argparse.Namespace) -> int:
+    if args.list:
+        models = load_models()
+        if args.json:
+            print(json.dumps(sorted(models)))
+        else:
+            for name, cfg in sorted(models.items()):
+                print(f"{name:<16} {cfg.label}")
+        return 0
+    if not args.model:
+        raise InputError("llm needs --model NAME (or --list)")
+    row = decode_rate(get_model(args.model), load(args.profile), args.engine)
+    if args.json:
+        print(json.dumps(row))
+    else:
+        flat = {k: v for k, v in row.items() if k != "affected"}
+        flat["affected"] = (
+            ", ".join(f"{a['count']}x {a['shape']} /{a['splits']}" for a in row["affected"])
+            or "none"
+        )
+        _print_table([flat], list(flat))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ane-kdma", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -189,6 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--laps", type=_positive, default=8)
     common(sp)
     sp.set_defaults(func=cmd_erratum)
+
+    sp = sub.add_parser("plan", help="which fp16 weights are in the notch, and how to split them")
+    sp.add_argument("--shape", action="append", required=True, metavar="CINxCOUT")
+    sp.add_argument(
+        "--variant",
+        default="signed",
+        type=_variant,
+        help="the buggy reading to plan against (signed fits best)",
+    )
+    common(sp)
+    sp.set_defaults(func=cmd_plan)
+
+    sp = sub.add_parser("llm", help="decode tokens/s of a known model, unsplit and split")
+    sp.add_argument("--model", help="see --list")
+    sp.add_argument("--list", action="store_true", help="name the known models")
+    common(sp)
+    sp.set_defaults(func=cmd_llm)
 
     regdump.add_dump_command(sub)
     return p
