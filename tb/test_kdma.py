@@ -4,9 +4,11 @@ Each (simulator, parameter set) is built once (ane_kdma.sim caches builds by
 content hash, under a lock shared by pytest-xdist workers); each pytest item
 then starts the simulator on that build for one cocotb test.
 
-Icarus runs this design about 30x slower than Verilator, so on Icarus the
-erratum regression covers laps k = 1, 2 and the random integrity sizes stop at
-1 MiB (plus one forced 8 MiB transfer); `make regress` runs k = 1..8 on both.
+Icarus runs this design about 30x slower than Verilator (and 16 cores far
+slower still), so on Icarus the erratum regression covers laps k = 1, 2, the
+random integrity sizes stop at 1 MiB (plus one forced 8 MiB transfer), the
+random model-match transfers stay below 2 MiB and the 16-core tasks are 256
+lines; `make regress` (KDMA_FULL=1) runs full scale on both.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ def full_scale(sim: str) -> bool:
     return sim == "verilator" or os.environ.get("KDMA_FULL") == "1"
 
 
+def scale_env(sim: str) -> dict[str, str]:
+    """Sizes for the simulator: full on Verilator (or KDMA_FULL=1), reduced on Icarus."""
+    return {} if full_scale(sim) else {"KDMA_SCALE": "small", "KDMA_MAX_LINES": str(RING_LINES)}
+
+
 @pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_credit_unit(sim: str, mode: CreditMode) -> None:
     sources = [RTL / "kdma_pkg.sv", RTL / "kdma_credit.sv"]
@@ -50,13 +57,19 @@ def test_credit_unit(sim: str, mode: CreditMode) -> None:
 )
 @pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_single_core(sim: str, mode: CreditMode, case: str) -> None:
-    env = {} if full_scale(sim) else {"KDMA_MAX_LINES": str(RING_LINES)}
-    run(sim, TOP, params(mode), "cocotb_kdma", case, extra_env=env)
+    run(sim, TOP, params(mode), "cocotb_kdma", case, extra_env=scale_env(sim))
 
 
 @pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_multicore(sim: str, mode: CreditMode) -> None:
-    run(sim, TOP, params(mode, 16), "cocotb_kdma", "multicore_shared_memory")
+    run(
+        sim,
+        TOP,
+        params(mode, 16),
+        "cocotb_kdma",
+        "multicore_shared_memory",
+        extra_env=scale_env(sim),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +86,7 @@ def regression(sim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[Credi
     return res
 
 
+@pytest.mark.xdist_group("regression")  # share one fixture run between the two tests
 def test_erratum_regression(regression: dict[CreditMode, dict]) -> None:
     """Buggy modes throttle at every k x 0x4000; the fix and the split workaround do not."""
     res = regression
@@ -95,6 +109,7 @@ def test_erratum_regression(regression: dict[CreditMode, dict]) -> None:
             assert abs(split_err) < 0.05, f"{mode.name} k={k}: split {split_err:+.2%} vs fixed"
 
 
+@pytest.mark.xdist_group("regression")
 def test_control_split_changes_nothing(regression: dict[CreditMode, dict]) -> None:
     """On buggy hardware, splitting a task that was never in the notch gains nothing (< 2%)."""
     for mode in (CreditMode.LITERAL, CreditMode.SIGNED):
