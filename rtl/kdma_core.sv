@@ -224,7 +224,9 @@ module kdma_core
   // ---------------------------------------------------------------------------
 `ifndef SYNTHESIS
   localparam int NumAsserts = 7;
+  /* verilator lint_off UNUSEDSIGNAL */  // read through the hierarchy by testbenches
   logic [NumAsserts-1:0] assert_fail_q;
+  /* verilator lint_on UNUSEDSIGNAL */
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin

@@ -1,9 +1,8 @@
-"""One contract, two engines: the RTL and the cycle model give identical cycles on the real dumps."""
+"""One contract, two engines: RTL and cycle model give identical cycles on the real dumps."""
 
 from __future__ import annotations
 
 import pytest
-
 from ane_kdma import regdump
 from ane_kdma.cli import split_lines
 from ane_kdma.engines import cycles
