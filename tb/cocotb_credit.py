@@ -5,8 +5,9 @@ from __future__ import annotations
 import random
 
 import cocotb
-from ane_kdma.hw import COUNT_MASK, RING_BITS, RING_LINES, CreditMode, credit
 from cocotb.triggers import Timer
+
+from ane_kdma.hw import COUNT_MASK, RING_BITS, RING_LINES, CreditMode, credit
 from kdma_tb import seed_from_env
 
 NOTCH_LAPS = range(0, 9)

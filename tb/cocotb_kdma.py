@@ -12,9 +12,10 @@ import os
 import random
 
 import cocotb
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
 from ane_kdma import cyclemodel as cm
 from ane_kdma.hw import LINE_BYTES, RATE_ONE, RING_LINES
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from kdma_tb import KdmaTB, seed_from_env
 
 MIB_LINES = RING_LINES  # 1 MiB per core

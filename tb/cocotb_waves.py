@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import cocotb
+
 from ane_kdma import cyclemodel as cm
 from ane_kdma.hw import LINE_BYTES, RING_LINES
 from kdma_tb import KdmaTB

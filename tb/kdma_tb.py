@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import cocotb
+from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
+
 from ane_kdma import cyclemodel as cm
 from ane_kdma.hw import RATE_ONE, CreditMode
 from ane_kdma.profile import load
-from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 
 
 @dataclass

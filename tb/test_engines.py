@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ane_kdma import regdump
 from ane_kdma.cli import split_lines
 from ane_kdma.engines import cycles

@@ -17,6 +17,7 @@ import json
 import os
 
 import pytest
+
 from ane_kdma.hw import RING_LINES, CreditMode
 from ane_kdma.sim import RTL, run
 

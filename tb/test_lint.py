@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from ane_kdma.hw import CreditMode
 from ane_kdma.sim import RTL, setup_verilator
 

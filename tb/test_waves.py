@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ane_kdma import waves
 from ane_kdma.hw import PREFETCH_MAX_LINES, RING_LINES, CreditMode
 

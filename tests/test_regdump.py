@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from ane_kdma import regdump
 from ane_kdma.errors import InputError
 from ane_kdma.regdump import (
