@@ -36,23 +36,34 @@ def main() -> int:
     s = load().settings
     rows: list[dict[str, object]] = []
 
+    lines = 8 * RING_LINES
     for mode in (CreditMode.FIXED, CreditMode.SIGNED):
-        lines = 8 * RING_LINES
         dt, res = _timed(lambda m=mode: cm.single(m, s, lines))
-        rows.append({"what": f"model recurrence, {mode.name.lower()}, 8 MiB/core",
-                     "seconds": dt, "rate": f"{lines / dt / 1e6:.2f} M lines/s"})
+        rows.append(
+            {
+                "what": f"model recurrence, {mode.name.lower()}, 8 MiB/core",
+                "seconds": dt,
+                "rate": f"{lines / dt / 1e6:.2f} M lines/s",
+            }
+        )
     tasks = [cm.CoreTask(c * 0x100000, 4096 * 64) for c in range(16)]
     dt, res = _timed(lambda: cm.simulate(CreditMode.FIXED, s, tasks), repeat=1)
-    rows.append({"what": "model stepped, 16 cores x 256 KiB", "seconds": dt,
-                 "rate": f"{res.cycles / dt / 1e3:.1f} k cycles/s"})
+    rows.append(
+        {
+            "what": "model stepped, 16 cores x 256 KiB",
+            "seconds": dt,
+            "rate": f"{res.cycles / dt / 1e3:.1f} k cycles/s",
+        }
+    )
     try:
         from ane_kdma import analytic  # noqa: F401
 
         sweep = getattr(analytic, "bench_sweep", None)
         if sweep is not None:
             dt, n = _timed(sweep)
-            rows.append({"what": "analytic sweep D=64..16384", "seconds": dt,
-                         "rate": f"{n} points"})
+            rows.append(
+                {"what": "analytic sweep D=64..16384", "seconds": dt, "rate": f"{n} points"}
+            )
     except ImportError:
         pass
 
@@ -62,8 +73,13 @@ def main() -> int:
         t0 = time.perf_counter()
         got = cycles("rtl", CreditMode.SIGNED, s, seq, sim=sim)
         dt = time.perf_counter() - t0
-        rows.append({"what": f"RTL {sim}, buggy 1 MiB/core (incl. start-up)", "seconds": dt,
-                     "rate": f"{got[0] / dt / 1e3:.0f} k cycles/s"})
+        rows.append(
+            {
+                "what": f"RTL {sim}, buggy 1 MiB/core (incl. start-up)",
+                "seconds": dt,
+                "rate": f"{got[0] / dt / 1e3:.0f} k cycles/s",
+            }
+        )
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append({"what": "peak RSS of this process", "seconds": 0.0, "rate": f"{rss:.0f} MiB"})
