@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ane_kdma import regdump
+from ane_kdma import calibrate, measured, regdump, sweep, validate
 from ane_kdma.engines import ENGINES, check_engine, cycles
 from ane_kdma.errors import InputError
 from ane_kdma.hw import (
@@ -105,6 +105,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def measured_gbps(bytes_per_core: int) -> float | None:
+    """A published aggregate GB/s for this per-core size at 16 cores, if there is one."""
+    meas = measured.load()
+    f = meas.facts
+    known = {
+        int(measured.bytes_per_core(f.notch_d, f.notch_n)): f.notch_gbps.value,
+        int(measured.bytes_per_core(f.shoulder_d, f.shoulder_n)): f.shoulder_gbps.value,
+    }
+    t = meas.table_a
+    for b, us in zip(t.bytes_per_core.tolist(), t.medians.tolist(), strict=True):
+        known.setdefault(int(b), float(measured.aggregate_gbps(b, us)))
+    return known.get(bytes_per_core)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     profile = load(args.profile)
     rows = []
@@ -120,6 +134,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "k": k,
             "x": x,
             "cores": len(task.enabled_cores),
+            "measured_gbps": measured_gbps(task.bytes_per_core),
         }
         for mode in CreditMode:
             c = cycles(args.engine, mode, profile.settings, [[lines]])[0]
@@ -135,6 +150,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         keys = ["dump", "lines_per_core", "k", "x"]
         keys += [f"{m.name.lower()}_{u}" for m in CreditMode for u in ("cycles", "gbps")]
+        keys += ["measured_gbps"]
+        for r in rows:
+            r["measured_gbps"] = r["measured_gbps"] or "-"
+        print(
+            f"replay on the {args.engine} engine, profile {profile.name}; "
+            "measured: Yoon 2026, https://eiln.github.io/posts/ane-dma.html"
+        )
         _print_table(rows, keys)
     return 0
 
@@ -246,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_llm)
 
     regdump.add_dump_command(sub)
+    calibrate.add_calibrate_command(sub)
+    validate.add_validate_command(sub)
+    sweep.add_sweep_command(sub)
     return p
 
 
