@@ -21,10 +21,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-# The main job: the erratum on the RTL, and the real register dumps replayed.
+# The main job: the real M3 register dumps replayed on the RTL beside the
+# measurement, the erratum at k x 0x4000 on the RTL, validation, and the plots.
 demo: $(VENV)/.installed
-	$(CLI) erratum --engine rtl
 	$(CLI) replay --engine rtl data/dumps/m3_n4096_d2044.txt data/dumps/m3_n4096_d2048.txt data/dumps/m3_n4096_d2052.txt
+	$(CLI) erratum --engine rtl
+	$(CLI) validate
+	$(CLI) sweep --out out
 
 # Everything: pure-Python tests, then the cocotb testbenches on $(SIM).
 test: $(VENV)/.installed
