@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Run every formal job (formal/*.sby, all tasks) and print one summary line per task.
+# Run every formal job (formal/*.sby, all tasks, and formal/*.ys) and print one
+# summary line per task.
 #
 # Called by `make formal`. Exits non-zero if any task does not PASS (a proof
 # that fails, or a cover the solver cannot reach). Task directories
-# (formal/<job>_<task>/) hold the logs and traces; git ignores them.
+# (formal/<job>_<task>/, formal/<script>/) hold the logs and traces; git ignores
+# them. The *.ys jobs (kdma_core) run yosys' own SAT solver, from the repository
+# root, because WebAssembly yosys cannot read ../ paths.
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
@@ -57,6 +60,26 @@ for job_file in *.sby; do
     fi
     printf '%-22s %-5s %s\n' "${dir}" "${status}" "${detail}"
   done
+done
+for ys_file in *.ys; do
+  dir="${ys_file%.ys}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  if (cd .. && "${YOSYS}" -q -l "formal/${dir}/logfile.txt" -s "formal/${ys_file}" >/dev/null 2>&1); then
+    status=PASS
+  else
+    status=FAIL
+  fi
+  echo "${status}" >"${dir}/status"
+  if [[ "${status}" != "PASS" ]]; then
+    detail="see ${dir}/logfile.txt"
+    failed=1
+  elif [[ -f "${dir}/trace.vcd" ]]; then
+    detail="witness $("${python}" witness.py "${dir}" 2>&1 || echo '(unreadable trace)')"
+  else
+    detail="unbounded proof (temporal induction, yosys sat)"
+  fi
+  printf '%-22s %-5s %s\n' "${dir}" "${status}" "${detail}"
 done
 printf 'formal: %s in %ds\n' "$([[ ${failed} -eq 0 ]] && echo 'all PASS' || echo 'FAILURES')" $((SECONDS - start))
 exit "${failed}"

@@ -3,6 +3,11 @@
 
 Used by formal/run.sh (summary lines) and tests/test_formal.py (checks on the
 transfer size the solver found). Usage: python witness.py <task-directory>.
+
+Two kinds of trace: sby cover traces of the issue-engine harness
+(`<task>/engine_0/trace0.vcd`, top `kdma_formal_ring`), and the yosys `sat`
+trace of the kdma_core harness (`core_proof_cover/trace.vcd`, top
+`kdma_formal_core`, where every name keeps yosys' leading backslash).
 """
 
 from __future__ import annotations
@@ -75,11 +80,84 @@ def read_witness(task_dir: Path) -> Witness:
     )
 
 
+# ---------------------------------------------------------------------------
+# kdma_core harness (formal/kdma_formal_core.sv), trace written by `sat -dump_vcd`
+# ---------------------------------------------------------------------------
+CORE_TRACE = "trace.vcd"
+
+
+@dataclass(frozen=True)
+class CoreWitness:
+    """What happened in the kdma_core non-vacuity trace."""
+
+    task_lines: tuple[int, ...]  # lines of each task taken, in order
+    tail_at_overlap: int  # older task's lines left to drain when a task overlapped it
+    dones: int  # done_o pulses
+    reached: bool  # witness_o was raised
+    steps: int  # trace length
+
+    def describe(self) -> str:
+        tasks = ", ".join(str(n) for n in self.task_lines)
+        return (
+            f"tasks of [{tasks}] lines, next taken with {self.tail_at_overlap} line(s) of the "
+            f"older one still to drain, {self.dones} done pulses, {self.steps} steps"
+        )
+
+
+def _core_steps(path: Path) -> list[dict[str, int]]:
+    """Signal values per time step of a `sat -dump_vcd` trace.
+
+    yosys writes every signal at every step (no change compression) and, after
+    the last step, only the registers' next state; that tail is dropped here.
+    Names lose yosys' leading backslash.
+    """
+    names: dict[str, str] = {}
+    steps: list[dict[str, int]] = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "$var":
+            names[parts[3]] = parts[4].lstrip("\\")
+        elif line.startswith("#"):
+            steps.append({})
+        elif steps and line[0] in "01" and line[1:] in names:
+            steps[-1][names[line[1:]]] = int(line[0])
+        elif steps and line[0] == "b" and len(parts) == 2 and parts[1] in names:
+            steps[-1][names[parts[1]]] = int(parts[0][1:], 2)
+    return [step for step in steps if "witness_o" in step]
+
+
+def read_core_witness(task_dir: Path) -> CoreWitness:
+    """The tasks, overlap and done pulses of the kdma_core cover trace."""
+    steps = _core_steps(Path(task_dir) / CORE_TRACE)
+    # witness_o reads registered counts: what happens in its own step is not part of it.
+    hit = next((i for i, s in enumerate(steps) if s["witness_o"]), len(steps))
+    live = [s for s in steps[:hit] if s["rst_nq"]]
+    taken = [i for i, s in enumerate(live) if s["accept"]]
+    overlap = [
+        live[i + 1]["h_tail_left"]
+        for i in taken
+        if i + 1 < len(live) and live[i + 1]["h_tail_left"] != 0
+    ]
+    return CoreWitness(
+        task_lines=tuple(live[i]["new_lines"] for i in taken),
+        tail_at_overlap=overlap[0] if overlap else 0,
+        dones=sum(s["done"] for s in live),
+        reached=hit < len(steps),
+        steps=hit + 1 if hit < len(steps) else len(steps),
+    )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: witness.py <sby task directory>", file=sys.stderr)
+        print("usage: witness.py <task directory>", file=sys.stderr)
         return 2
-    print(read_witness(Path(argv[1])).describe())
+    task_dir = Path(argv[1])
+    if (task_dir / CORE_TRACE).is_file():
+        print(read_core_witness(task_dir).describe())
+    else:
+        print(read_witness(task_dir).describe())
     return 0
 
 
