@@ -18,7 +18,8 @@ module kdma_prefetch_ring
   input  logic rst_ni,
 
   // ---- Run-time setting ----
-  // Non-speculative demand window, in lines (0..KmemLines).
+  // Non-speculative demand window, in lines (1..KmemLines). With 0, a task
+  // whose credit is 0 can never issue (formal/ *_trace hang covers show it).
   input  logic [$clog2(KmemLines+1)-1:0] window_i,
 
   // ---- Task (held by the core for the whole transfer) ----
