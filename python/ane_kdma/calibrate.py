@@ -33,8 +33,6 @@ import argparse
 import itertools
 import json
 import math
-import os
-import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,6 +41,7 @@ import numpy as np
 from ane_kdma import analytic, measured
 from ane_kdma import cyclemodel as cm
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import write_atomic
 from ane_kdma.hw import (
     KMEM_LINES,
     LINE_BYTES,
@@ -541,29 +540,6 @@ def confirm(cal: Calibration) -> dict[str, object]:
 
 
 # ---------------------------------------------------------------- output and CLI
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, then os.replace: no partial file is ever left."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"cannot write {path}: is a directory")
-    directory = path.parent
-    if not directory.is_dir():
-        raise InputError(f"cannot write {path}: no such directory: {directory}")
-    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def report(cal: Calibration) -> dict[str, object]:

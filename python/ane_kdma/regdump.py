@@ -46,7 +46,6 @@ import argparse
 import json
 import os
 import re
-import secrets
 import struct
 import sys
 from collections.abc import Iterable
@@ -54,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import write_atomic
 from ane_kdma.hw import LINE_BYTES, NUM_CORES_MAX, RING_LINES, lap_and_offset
 
 __all__ = [
@@ -791,32 +791,6 @@ def write_dump(d: int, n: int, fmt: str = "text") -> bytes:
     return render(dump, fmt, header)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and os.replace, so no partial file remains."""
-    directory = path.parent  # Path("td.bin").parent is Path(".")
-    if path.is_dir():
-        raise InputError(f"cannot write {path}: is a directory")
-    tmp = directory / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileNotFoundError:
-        raise InputError(f"cannot write {path}: no such directory: {directory}") from None
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def add_dump_command(subparsers: argparse._SubParsersAction) -> None:
     """Register ``ane-kdma dump`` on the CLI's sub-command parsers."""
     p = subparsers.add_parser(
@@ -849,7 +823,7 @@ def run_dump(args: argparse.Namespace) -> int:
             raise InputError("--json needs --out PATH: without it the dump itself goes to stdout")
         sys.stdout.write(data.decode())
         return 0
-    _write_atomic(out, data)
+    write_atomic(out, data)
     size = args.n // CORES * args.d * 2
     k, x = lap_and_offset(size // LINE_BYTES)
     if as_json:

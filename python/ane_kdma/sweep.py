@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from ane_kdma import analytic, engines, measured
-from ane_kdma.calibrate import write_atomic
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import write_atomic
 from ane_kdma.hw import LINE_BYTES, NUM_CORES_MAX, PREFETCH_MAX_LINES, RING_LINES, CreditMode
 from ane_kdma.profile import Profile, load
 

@@ -11,7 +11,6 @@ the scopes the same way (``g_core[0]``), so one save file serves both.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import re
 import shutil
@@ -19,12 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import locked
 from ane_kdma.hw import RING_LINES, CreditMode
 from ane_kdma.sim import SIMULATORS, TB, build, check_simulator, rtl_sources, run
 
@@ -89,17 +89,6 @@ def params(mode: CreditMode) -> dict[str, int]:
     return {"CreditMode": int(mode), "NumCores": 1}
 
 
-@contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def write_dump(sim: str, mode: CreditMode, out: Path, lines: int = RING_LINES) -> Dump:
     """Run one transfer of `lines` lines on a wave build; move its dump to out/kdma_<mode>.*.
 
@@ -122,7 +111,7 @@ def write_dump(sim: str, mode: CreditMode, out: Path, lines: int = RING_LINES) -
         written, guard = [run_dir / f"dump{s}" for s in DUMP_SUFFIXES], nullcontext()
     else:
         written = [build_dir / f"{TOP}.fst"]
-        guard = _flock(build_dir.parent / f".{build_dir.name}.dump.lock")
+        guard = locked(build_dir.parent / f".{build_dir.name}.dump.lock")
     with guard:
         for w in written:
             w.unlink(missing_ok=True)
