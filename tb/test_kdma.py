@@ -18,8 +18,8 @@ import os
 
 import pytest
 
-from ane_kdma.hw import RING_LINES, CreditMode
 from ane_kdma.fileio import locked
+from ane_kdma.hw import RING_LINES, CreditMode
 from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
 TOP = "kdma_tb_top"
