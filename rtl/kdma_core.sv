@@ -224,9 +224,7 @@ module kdma_core
   // ---------------------------------------------------------------------------
 `ifndef SYNTHESIS
   localparam int NumAsserts = 7;
-  /* verilator lint_off UNUSEDSIGNAL */  // read through the hierarchy by testbenches
   logic [NumAsserts-1:0] assert_fail_q;
-  /* verilator lint_on UNUSEDSIGNAL */
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
@@ -268,6 +266,11 @@ module kdma_core
           assert_fail_q[6] <= 1'b1;
         end
     end
+  end
+
+  // End-of-simulation summary, for a log that scrolled past the $error lines.
+  final begin
+    if (assert_fail_q != '0) $display("kdma: assertion bits %b set at the end", assert_fail_q);
   end
 `endif
 
