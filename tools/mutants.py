@@ -39,10 +39,10 @@ from ane_kdma.hw import CreditMode  # noqa: E402
 from ane_kdma.sim import (  # noqa: E402
     RTL,
     TIMESCALE,
-    _build_args,
     check_simulator,
     rtl_sources,
     run,
+    simulator_args,
 )
 
 TOP = "kdma_tb_top"
@@ -253,7 +253,7 @@ def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
             sources=[str(s) for s in sources],
             hdl_toplevel=TOP,
             parameters=_params(m),
-            build_args=_build_args(args.sim, False),
+            build_args=simulator_args(args.sim, False),
             build_dir=str(build_dir),
             timescale=TIMESCALE,
             always=True,

@@ -1,4 +1,4 @@
-"""The `ane-kdma` command line: predict, replay, erratum, dump.
+"""The `ane-kdma` command line: predict, plan, llm, replay, erratum, validate, sweep, dump.
 
 Every sub-command prints a table, or exactly one JSON document with --json.
 Bad input gets one line on stderr and exit status 2, never a traceback.

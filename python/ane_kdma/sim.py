@@ -82,7 +82,7 @@ def _fingerprint(sim: str, sources: list[Path], params: Mapping[str, int], args:
     return h.hexdigest()
 
 
-def _build_args(sim: str, waves: bool) -> list[str]:
+def simulator_args(sim: str, waves: bool) -> list[str]:
     if sim == "verilator":
         args = [
             "--timing",
@@ -114,7 +114,7 @@ def build(
     from cocotb_tools.runner import get_runner
 
     srcs = sources or rtl_sources()
-    args = _build_args(sim, waves)
+    args = simulator_args(sim, waves)
     build_dir = BUILD_ROOT / sim / _slug(toplevel, params, waves)
     stamp = build_dir / "ane_kdma.stamp"
     want = _fingerprint(sim, srcs, params, args + [str(waves)])
