@@ -66,9 +66,9 @@ module kdma_core
   // drains as the "tail". At most two tasks are in the core at once.
   // ---------------------------------------------------------------------------
   logic                      cur_busy_q, done_q, unaligned_q, partial_q, wrap_q;
-  logic [kdma_pkg::LINE_ADDR_BITS-1:0] base_line_q;
+  logic [LINE_ADDR_BITS-1:0] base_line_q;
   logic [COUNT_BITS-1:0]     lines_q, consumed_q;
-  logic [$clog2(KmemLines+1)-1:0] tail_q;  // older task's lines not yet drained
+  logic [CapBits-1:0]        tail_q;        // older task's lines not yet drained
   logic [COUNT_BITS-1:0]     start_lines;   // ceil(size / 64)
   logic                      busy, ready, accept;
   logic                      tail_drain, cur_drain, cur_last, tail_last;
