@@ -219,6 +219,9 @@ module kdma_core
   // even on a simulator that carries on after $error (Icarus). Verilator, built
   // with --assert, stops at the first $error unless +verilator+error+limit is
   // raised. tb/cocotb_assertions.py drives illegal states to prove they fire.
+  // Bit 1 checks "in flight + KMem < window + credit" when a read issues: the
+  // fix's credit shrinks over a task's last lines, so between issues the
+  // occupancy may sit above the (new, smaller) cap by design.
   // Bits: 0 credit above clamp, 1 issue at cap, 2 outstanding above KMem,
   // 3 issued above lines, 4 read beyond the end, 5 done early, 6 stray tail.
   // ---------------------------------------------------------------------------

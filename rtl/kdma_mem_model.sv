@@ -16,7 +16,7 @@ module kdma_mem_model
   input  logic rst_ni,
 
   // ---- Run-time settings (hold steady while any task runs) ----
-  // Cycles from an accepted request to its response, 1..MaxLatencyCycles.
+  // Cycles from an accepted request to its response, 1..MaxLatencyCycles (0 acts as 1).
   input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,
   // Per-port rate limit in lines per cycle, fixed point, 0 < rate <= 1.0.
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,
@@ -91,8 +91,8 @@ module kdma_mem_model
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       now_q <= '0;
-      tok_q <= '0;
-      agg_q <= '0;
+      tok_q <= {NumCores{One}};  // buckets start full, as the cycle model assumes
+      agg_q <= One;
       rr_q  <= '0;
     end else begin
       now_q <= now_q + 1'b1;

@@ -175,9 +175,14 @@ class KdmaTB:
         assert int(dut.idle_o.value) == 1, "task sequence did not finish"
         span = int(dut.cycles_o.value)
         drained = int(dut.g_chk[0].count_q.value)
+        core = self._read([tasks[-1], *pad]).cores[0]
         await RisingEdge(dut.clk_o)
         assert drained == sum(t.lines for t in tasks), f"drained {drained} lines"
         assert span == expected.cycles, f"sequence cycles: RTL {span}, model {expected.cycles}"
+        want = expected.cores[0]
+        for name in ("cycles", "zero_credit_cycles", "peak_inflight"):
+            got_v, want_v = getattr(core, name), getattr(want, name)
+            assert got_v == want_v, f"sequence {name}: RTL {got_v}, model {want_v}"
         return span
 
     def _read(self, tasks: Sequence[cm.CoreTask | None]) -> RtlResult:

@@ -81,6 +81,7 @@ def test_split_lines() -> None:
         (["predict", "--bytes-per-core", "0"], "must be positive"),
         (["predict", "--bytes-per-core", "-64"], "must be positive"),
         (["predict", "--bytes-per-core", "abc"], "not an integer"),
+        (["predict", "--bytes-per-core", "63"], "not a multiple of 64"),
         (["predict", "--bytes-per-core", str(1 << 32)], "32-bit"),
         (["predict", "--bytes-per-core", "64", "--engine", "spice"], "unknown engine"),
         (["predict", "--bytes-per-core", "64", "--variant", "foo"], "unknown variant"),

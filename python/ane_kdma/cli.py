@@ -72,6 +72,8 @@ def predict_one(
     profile: Profile, bytes_per_core: int, mode: CreditMode, split: int, engine: str
 ) -> dict[str, object]:
     """Time and aggregate GB/s of 16 cores streaming `bytes_per_core` each."""
+    if bytes_per_core % LINE_BYTES:
+        raise InputError(f"{bytes_per_core} bytes per core is not a multiple of 64-byte lines")
     lines = lines_for_bytes(bytes_per_core)
     if lines * LINE_BYTES >= 1 << 32:
         raise InputError(f"{bytes_per_core} bytes per core exceeds the 32-bit size register")

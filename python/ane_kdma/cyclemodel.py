@@ -61,7 +61,8 @@ class Settings:
             raise InputError(f"demand window {self.window} lines outside 1..{KMEM_LINES}")
         if not 1 <= self.core_rate_q16 <= RATE_ONE:
             raise InputError(f"core rate {self.core_rate_q16}/65536 outside (0, 1] lines/cycle")
-        if not 1 <= self.agg_rate_q16 < (1 << 22):
+        # kdma_mem_model adds the rate to a bank of up to one line in 22 bits
+        if not 1 <= self.agg_rate_q16 <= (1 << 22) - 1 - RATE_ONE:
             raise InputError(f"aggregate rate {self.agg_rate_q16}/65536 out of range")
 
 
@@ -303,7 +304,10 @@ def run_task(
 
 def _top_cycles(results: Sequence[CoreResult | None]) -> int:
     enabled = [r.cycles for r in results if r is not None]
-    return max(enabled) + 1 if enabled else 0
+    top = max(enabled) + 1 if enabled else 0
+    if top >= 1 << 32:
+        raise InputError(f"{top} cycles overflow the RTL's 32-bit cycle counters")
+    return top
 
 
 def simulate(
@@ -415,9 +419,7 @@ def run_sequence(
     if not tasks:
         raise InputError("an empty task sequence")
     core = _core_recurrence(mode, settings, tasks, _Ready(backpressure, 0))
-    if core.issued == 0:
-        return TaskResult(1, [core], "recurrence")
-    return TaskResult(core.cycles + 1, [core], "recurrence")
+    return TaskResult(_top_cycles([core]) if core.issued else 1, [core], "recurrence")
 
 
 def simulate_sequence(
