@@ -184,7 +184,7 @@ class RandomSizeSeq(KdmaSeq):
             if roll < 0.15:
                 kw["settings"] = random_settings(rng)
             elif roll < 0.2 and lines <= 4096:
-                kw["settings"] = load().settings  # the m3 profile: 818-cycle latency
+                kw["settings"] = load().settings  # the default (m3) profile
             await self.send(self.task(lines, backpressure=bp, ext_ready=ext, **kw))
 
 
