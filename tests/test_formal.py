@@ -20,6 +20,10 @@ from types import ModuleType
 
 import pytest
 
+# sby tasks of one job share a status database in the job's directory, so two
+# workers running tasks of the same job race on it: keep them on one worker.
+pytestmark = pytest.mark.xdist_group("formal")
+
 REPO = Path(__file__).resolve().parents[1]
 FORMAL = REPO / "formal"
 # One ring turn (2^14 lines = 1 MiB) and the credit clamp (one 16 KiB page).
