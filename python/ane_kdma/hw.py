@@ -1,13 +1,13 @@
-"""Micro-architectural constants and the credit formulas, mirrored from rtl/kdma_pkg.sv.
+"""Constants of the RTL itself (rtl/kdma_pkg.sv) and the test-data function.
 
-One place in Python holds what the RTL package holds, so the cycle model, the
-analytic model and the testbenches agree by construction; `tests/` and `tb/`
-check the RTL against these numbers.
+What is fixed by the RTL lives here: the 64-byte line and 32-bit address and
+count widths, the Q.16 rates, and the line-data function the checkers
+recompute. What describes a chip (cores, ring width, prefetch clamp, KMem,
+DRAM ceiling, register layout) is data: :mod:`ane_kdma.chip` reads it from
+data/chips/<name>/. The credit modes are :mod:`ane_kdma.hypotheses`.
 """
 
 from __future__ import annotations
-
-import enum
 
 import numpy as np
 
@@ -18,68 +18,8 @@ LINE_ADDR_BITS = ADDR_BITS - LINE_SHIFT
 LINE_ADDR_MASK = (1 << LINE_ADDR_BITS) - 1
 COUNT_BITS = 32
 COUNT_MASK = (1 << COUNT_BITS) - 1
-RING_BITS = 14
-RING_LINES = 1 << RING_BITS  # 0x4000 lines = 1 MiB per core
-PREFETCH_MAX_LINES = 256  # one 16 KiB page
-KMEM_LINES = 1024  # 64 KiB
 RATE_FRAC_BITS = 16
 RATE_ONE = 1 << RATE_FRAC_BITS
-NUM_CORES_MAX = 16
-
-
-class CreditMode(enum.IntEnum):
-    """The credit-mode enumeration of kdma_pkg (values are the RTL encodings)."""
-
-    LITERAL = 0  # the article's 14-bit sketch, literally: one-sided notch
-    SIGNED = 1  # 14-bit distance read as a signed ring offset: a V
-    FIXED = 2  # full-width lines remaining: the fix
-
-    @property
-    def buggy(self) -> bool:
-        return self is not CreditMode.FIXED
-
-    @classmethod
-    def parse(cls, name: str) -> CreditMode:
-        from ane_kdma.errors import InputError
-
-        key = name.strip().upper()
-        if key == "BUGGY":
-            key = "SIGNED"
-        try:
-            return cls[key]
-        except KeyError:
-            names = ", ".join(m.name.lower() for m in cls)
-            raise InputError(f"unknown variant {name!r} (one of: {names}, buggy)") from None
-
-
-BUGGY_MODES = (CreditMode.LITERAL, CreditMode.SIGNED)
-
-
-def credit(mode: CreditMode, start_line: int, transfer_lines: int, issued: int) -> int:
-    """Look-ahead credit, exactly as kdma_credit.sv computes it."""
-    ring = RING_LINES - 1
-    distance = ((start_line + transfer_lines) & ring) - (start_line & ring)
-    distance &= ring
-    if mode is CreditMode.LITERAL:
-        avail = distance
-    elif mode is CreditMode.SIGNED:
-        avail = (RING_LINES - distance) & ring if distance & (RING_LINES >> 1) else distance
-    else:
-        avail = (transfer_lines - issued) & COUNT_MASK
-    return min(avail, PREFETCH_MAX_LINES)
-
-
-def credit_array(mode: CreditMode, transfer_lines: np.ndarray) -> np.ndarray:
-    """Static credit at task start for many transfer sizes (start line 0)."""
-    t = np.asarray(transfer_lines, dtype=np.int64)
-    distance = t & (RING_LINES - 1)
-    if mode is CreditMode.LITERAL:
-        avail = distance
-    elif mode is CreditMode.SIGNED:
-        avail = np.where(distance >= RING_LINES // 2, RING_LINES - distance, distance)
-    else:
-        avail = t
-    return np.minimum(avail, PREFETCH_MAX_LINES)
 
 
 def line_words(line_addr: np.ndarray | int) -> np.ndarray:
@@ -100,12 +40,12 @@ def line_data(line_addr: int) -> int:
     return value
 
 
-def lines_for_bytes(size_bytes: int) -> int:
+def lines_for_bytes(size_bytes: int, line_bytes: int = LINE_BYTES) -> int:
     """The core rounds a byte size up to whole lines."""
-    return (size_bytes + LINE_BYTES - 1) >> LINE_SHIFT
+    return -(-size_bytes // line_bytes)
 
 
-def lap_and_offset(lines: int) -> tuple[int, int]:
-    """k = round(lines / 0x4000) and x = lines - k * 0x4000 (erratum.md, section 2)."""
-    k = int(np.floor(lines / RING_LINES + 0.5))
-    return k, lines - k * RING_LINES
+def lap_and_offset(lines: int, ring_lines: int) -> tuple[int, int]:
+    """k = round(lines / ring) (half up) and x = lines - k * ring (erratum.md, section 2)."""
+    k = (2 * lines + ring_lines) // (2 * ring_lines)
+    return k, lines - k * ring_lines

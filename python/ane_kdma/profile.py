@@ -1,8 +1,11 @@
-"""Profiles: what turns cycles into time, and the run-time settings of the model.
+"""Profiles and settings: the fitted numbers of a chip, and the run-time inputs of the RTL.
 
-A profile is fitted by ``ane-kdma calibrate`` and stored as JSON under
-``data/profiles``; ``m3.json`` is the default. Everything a user sees (µs,
-GB/s, tok/s) goes through one.
+A profile is fitted by ``ane-kdma calibrate --chip C`` and stored as
+``data/chips/<chip>/profile.json``. It holds what turns cycles into time (the
+hand-set clock and the fitted per-request overhead) and the fitted run-time
+inputs of kdma_top (latency, demand window, per-core rate). The chip
+(:mod:`ane_kdma.chip`) combines it with the DRAM ceiling; nothing else turns
+cycles into µs or GB/s.
 """
 
 from __future__ import annotations
@@ -11,13 +14,38 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ane_kdma.cyclemodel import Settings
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_BYTES, RATE_ONE
+from ane_kdma.hw import RATE_ONE
+from ane_kdma.schema import Doc
 
-REPO = Path(__file__).resolve().parents[2]
-PROFILE_DIR = REPO / "data" / "profiles"
-DRAM_CEILING_GBPS = 102.4  # LPDDR5-6400 x 128 bit, erratum.md section 1
+MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
+AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-line bank in 22 bits
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle)."""
+
+    latency: int
+    window: int
+    core_rate_q16: int
+    agg_rate_q16: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.latency <= MAX_LATENCY_CYCLES:
+            raise InputError(f"latency {self.latency} cycles outside 1..{MAX_LATENCY_CYCLES}")
+        if self.window < 1:
+            raise InputError(f"demand window {self.window} lines must be at least 1")
+        if not 1 <= self.core_rate_q16 <= RATE_ONE:
+            raise InputError(f"core rate {self.core_rate_q16}/65536 outside (0, 1] lines/cycle")
+        if not 1 <= self.agg_rate_q16 <= AGG_RATE_MAX_Q16:
+            raise InputError(f"aggregate rate {self.agg_rate_q16}/65536 out of range")
+
+    def check(self, kmem_lines: int) -> Settings:
+        """The window must fit the chip's KMem (the RTL's window port is that wide)."""
+        if self.window > kmem_lines:
+            raise InputError(f"demand window {self.window} lines outside 1..{kmem_lines}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -28,25 +56,8 @@ class Profile:
     latency_cycles: int
     window_lines: int
     core_rate_q16: int  # per-core line rate, Q.16 lines per cycle
-    ceiling_gbps: float = DRAM_CEILING_GBPS
+    ceiling_gbps: float  # the chip's DRAM ceiling the profile was fitted with
     notes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def agg_rate_q16(self) -> int:
-        """Aggregate DRAM ceiling in Q.16 lines/cycle, rounded down so it never exceeds it.
-
-        lines/cycle = GB/s * 1e9 * ns_per_cycle * 1e-9 / 64 B.
-        """
-        return int(self.ceiling_gbps * self.ns_per_cycle / LINE_BYTES * RATE_ONE)
-
-    @property
-    def settings(self) -> Settings:
-        return Settings(
-            latency=self.latency_cycles,
-            window=self.window_lines,
-            core_rate_q16=self.core_rate_q16,
-            agg_rate_q16=self.agg_rate_q16,
-        )
 
     def us(self, cycles: float) -> float:
         return cycles * self.ns_per_cycle / 1000.0
@@ -55,20 +66,21 @@ class Profile:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> Profile:
-        raw = json.loads(text)
-        return cls(**raw)
+    def from_doc(cls, doc: Doc) -> Profile:
+        """Schema-checked: types, finite values, ranges the RTL can take."""
+        notes = doc.strings("notes") if doc.has("notes") else {}
+        return cls(
+            name=doc.string("name"),
+            ns_per_cycle=doc.number("ns_per_cycle", positive=True, hi=1e6),
+            overhead_us=doc.number("overhead_us", lo=0.0, hi=1e9),
+            latency_cycles=doc.integer("latency_cycles", 1, MAX_LATENCY_CYCLES),
+            window_lines=doc.integer("window_lines", 1, 1 << 20),
+            core_rate_q16=doc.integer("core_rate_q16", 1, RATE_ONE),
+            ceiling_gbps=doc.number("ceiling_gbps", positive=True, hi=1e6),
+            notes=notes,
+        )
 
 
-def load(name_or_path: str | None = None) -> Profile:
-    """The named profile from data/profiles, a JSON path, or m3 by default."""
-    target = name_or_path or "m3"
-    path = Path(target)
-    if not path.suffix:
-        path = PROFILE_DIR / f"{target}.json"
-    if not path.is_file():
-        raise InputError(f"no such profile: {target}")
-    try:
-        return Profile.from_json(path.read_text())
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"profile {path} is malformed: {exc}") from None
+def load_profile(path: Path) -> Profile:
+    """A profile JSON file, schema-checked."""
+    return Profile.from_doc(Doc.load(path, "profile"))

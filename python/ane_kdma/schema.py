@@ -1,0 +1,169 @@
+"""Strict reading of the project's JSON data files: types, finiteness and ranges.
+
+Why: chip files, profiles and measurements feed every number the tool prints;
+a string latency or a NaN overhead must stop at load time with one line that
+names the file and the key, not surface later as a traceback or a wrong
+figure. Every loader reads through a :class:`Doc`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from ane_kdma.errors import InputError
+
+MAX_DATA_BYTES = 4 << 20  # a data file is a few kB; anything this large is not one
+_HEX = re.compile(r"0x[0-9a-fA-F]{1,16}")
+
+
+class Doc:
+    """One JSON object read from a file, with typed getters whose errors name file and key."""
+
+    def __init__(self, data: Any, where: str, path: str = "") -> None:
+        self.data = data
+        self.where = where  # key path inside the file, "" at top level
+        self.path = path
+
+    @classmethod
+    def load(cls, path: Path, what: str = "data file") -> Doc:
+        try:
+            if not path.is_file():
+                raise InputError(f"{what} missing: {path}")
+            size = path.stat().st_size
+            if size > MAX_DATA_BYTES:
+                raise InputError(f"{path}: {size} bytes is too large for a {what}")
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: not UTF-8 text") from None
+        try:
+            data = json.loads(text, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise InputError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
+        doc = cls(data, "", str(path))
+        if not isinstance(data, dict):
+            raise doc.fail("", "the top level must be an object")
+        return doc
+
+    # ------------------------------------------------------------ navigation
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def fail(self, key: str, why: str) -> InputError:
+        where = f"{Path(self.path).name}: " if self.path else ""
+        return InputError(f"{where}{key or '(top level)'}: {why}")
+
+    def has(self, name: str) -> bool:
+        return isinstance(self.data, dict) and name in self.data
+
+    def raw(self, name: str) -> Any:
+        if not isinstance(self.data, dict):
+            raise self.fail(self.where, "must be an object")
+        if name not in self.data:
+            raise self.fail(self.key(name), "missing")
+        return self.data[name]
+
+    def obj(self, name: str) -> Doc:
+        value = self.raw(name)
+        if not isinstance(value, dict):
+            raise self.fail(self.key(name), "must be an object")
+        return Doc(value, self.key(name), self.path)
+
+    def optional(self, name: str) -> Doc | None:
+        return self.obj(name) if self.has(name) else None
+
+    def items(self) -> list[tuple[str, Doc]]:
+        return [(k, self.obj(k)) for k in self.data]
+
+    # ------------------------------------------------------------ values
+    def string(self, name: str, default: str | None = None) -> str:
+        if default is not None and not self.has(name):
+            return default
+        value = self.raw(name)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(self.key(name), "must be a non-empty string")
+        return value
+
+    def number(
+        self, name: str, lo: float | None = None, hi: float | None = None, *, positive: bool = False
+    ) -> float:
+        value = self.raw(name)
+        return self._check_number(value, self.key(name), lo, hi, positive)
+
+    def _check_number(
+        self, value: Any, key: str, lo: float | None, hi: float | None, positive: bool
+    ) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(key, f"must be a number, not {_kind(value)}")
+        if not math.isfinite(value):
+            raise self.fail(key, "must be finite")
+        if positive and value <= 0:
+            raise self.fail(key, f"must be positive, got {value}")
+        if lo is not None and value < lo:
+            raise self.fail(key, f"{value} is below {lo}")
+        if hi is not None and value > hi:
+            raise self.fail(key, f"{value} is above {hi}")
+        return float(value)
+
+    def integer(self, name: str, lo: int | None = None, hi: int | None = None) -> int:
+        value = self.raw(name)
+        return self._check_int(value, self.key(name), lo, hi)
+
+    def _check_int(self, value: Any, key: str, lo: int | None, hi: int | None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"must be a whole number, not {_kind(value)}")
+        if lo is not None and value < lo:
+            raise self.fail(key, f"{value} is below {lo}")
+        if hi is not None and value > hi:
+            raise self.fail(key, f"{value} is above {hi}")
+        return value
+
+    def hexint(self, name: str, lo: int = 0, hi: int = (1 << 32) - 1) -> int:
+        """An integer written as a "0x..." string (register offsets and words) or a plain int."""
+        value = self.raw(name)
+        if isinstance(value, str):
+            if not _HEX.fullmatch(value):
+                raise self.fail(self.key(name), f"{value[:40]!r} is not a 0x hex number")
+            value = int(value, 16)
+        return self._check_int(value, self.key(name), lo, hi)
+
+    def numbers(self, name: str) -> list[float]:
+        value = self.raw(name)
+        if not isinstance(value, list) or not value:
+            raise self.fail(self.key(name), "must be a non-empty list")
+        return [
+            self._check_number(v, f"{self.key(name)}[{i}]", None, None, False)
+            for i, v in enumerate(value)
+        ]
+
+    def integers(self, name: str) -> list[int]:
+        value = self.raw(name)
+        if not isinstance(value, list) or not value:
+            raise self.fail(self.key(name), "must be a non-empty list")
+        return [
+            self._check_int(v, f"{self.key(name)}[{i}]", None, None) for i, v in enumerate(value)
+        ]
+
+    def strings(self, name: str) -> dict[str, str]:
+        """An object of string values (notes)."""
+        value = self.raw(name)
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise self.fail(self.key(name), "must be an object of strings")
+        return dict(value)
+
+
+def _kind(value: Any) -> str:
+    return {str: "a string", list: "a list", dict: "an object", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
