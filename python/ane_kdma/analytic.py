@@ -19,74 +19,39 @@ constant cap c the longest path has a closed form::
 
 and every path into the stretch passes through the c lines before it, so a
 stretch needs only those c values (prefix and suffix maxima make it O(c)).
-Buggy credit is static per task, so a buggy task is one stretch; the fix's
-credit shrinks over the last 255 lines of each task, which this model walks
-line by line (255 steps, vectorised over all sizes at once). Split tasks are
-pieces issued back to back; a piece is taken once the previous one is fully
-issued and the one before that fully drained, as kdma_core does.
+The hypothesis registry says how each credit evolves (``progress``): a
+``static`` credit is fixed per task, so a task is one stretch; a
+``remaining`` credit (the fix) is at its clamp until the last clamp - 1
+lines, which this model walks line by line (255 steps, vectorised over all
+sizes at once). Any other form has no closed form here and is refused with
+one line. Split tasks are pieces issued back to back; a piece is taken once
+the previous one is fully issued and the one before that fully drained, as
+kdma_core does.
 
-The aggregate DRAM ceiling is a bound on top (``task_cycles``): with the
-ceiling slack the cores are independent, as in the cycle model.
+Cores are taken as independent: the aggregate DRAM ceiling is applied by the
+chip (:meth:`ane_kdma.chip.Chip.time_us`), and the cycle model's start-up
+contention of identical cores at the aggregate bucket (a cycle or two) is
+not modeled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from ane_kdma.cyclemodel import Settings
 from ane_kdma.errors import InputError
-from ane_kdma.hw import (
-    KMEM_LINES,
-    LINE_BYTES,
-    NUM_CORES_MAX,
-    PREFETCH_MAX_LINES,
-    RATE_ONE,
-    CreditMode,
-    credit_array,
-)
+from ane_kdma.hw import RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
+from ane_kdma.profile import Settings
 
-TAIL_LINES = PREFETCH_MAX_LINES - 1  # the fix's credit is below the clamp on the last 255 lines
+FORMS = ("static", "remaining")  # the registry's progress forms with a closed form here
 
 
-@dataclass(frozen=True)
-class Timing:
-    """Cycles to µs and GB/s the way a profile does it (one fixed cost per request)."""
-
-    ns_per_cycle: float
-    overhead_us: float
-
-    def time_us(self, cycles: np.ndarray | float) -> np.ndarray:
-        return self.overhead_us + np.asarray(cycles, dtype=float) * self.ns_per_cycle / 1000.0
-
-    def gbps(
-        self, bytes_per_core: np.ndarray | float, cycles: np.ndarray | float, cores: int = 16
-    ) -> np.ndarray:
-        return cores * np.asarray(bytes_per_core, dtype=float) / (self.time_us(cycles) * 1e3)
-
-
-def split_pieces(lines: np.ndarray, split: int) -> tuple[np.ndarray, np.ndarray]:
-    """Near-equal pieces as the CLI splits them: (base, extra); piece j is base + (j < extra)."""
-    if split < 1:
-        raise InputError(f"split {split} must be at least 1")
-    if np.any(lines < split):
-        raise InputError(f"cannot split fewer than {split} lines into {split} tasks")
-    return np.divmod(lines, split)
-
-
-def _as_lines(lines: np.ndarray | int) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(lines))
-    if arr.dtype.kind not in "iu":
-        if not np.all(np.equal(np.mod(arr, 1), 0)):
-            raise InputError("line counts must be whole numbers")
-        arr = arr.astype(np.int64)
-    arr = arr.astype(np.int64)
-    if np.any(arr < 1):
-        raise InputError("every transfer needs at least one line")
-    if np.any(arr * LINE_BYTES >= 1 << 32):
-        raise InputError("a transfer exceeds the 32-bit size register")
-    return arr
+def check_form(hyp: Hypothesis) -> None:
+    if hyp.progress not in FORMS:
+        raise InputError(
+            f"hypothesis {hyp.name}: no closed form for credit that is {hyp.progress!r} "
+            f"(the analytic engine has {', '.join(FORMS)}); use --engine model"
+        )
 
 
 def static_cycles(
@@ -95,8 +60,9 @@ def static_cycles(
     core_rate_q16: np.ndarray | int,
     credit: np.ndarray | int,
     lines: np.ndarray | int,
+    kmem_lines: int,
 ) -> np.ndarray:
-    """Exact cycles of one task whose credit is static (both buggy modes), broadcast over all.
+    """Exact cycles of one task whose credit is static, broadcast over all arguments.
 
     With a constant cap c the grants are either token-paced, g_i = ceil(i / r),
     or stop-and-go bursts of c lines one round trip P apart, g_i = (i div c) * P
@@ -106,7 +72,7 @@ def static_cycles(
     lat = np.maximum(np.asarray(latency, dtype=np.int64), 1)
     period = lat + 2
     rate = np.asarray(core_rate_q16, dtype=np.int64)
-    cap = np.minimum(np.asarray(window, dtype=np.int64) + credit, KMEM_LINES)
+    cap = np.minimum(np.asarray(window, dtype=np.int64) + credit, kmem_lines)
     last = np.asarray(lines, dtype=np.int64) - 1
 
     def token(i: np.ndarray) -> np.ndarray:
@@ -152,19 +118,26 @@ def _stretch(
     return np.maximum(g, period + hop)
 
 
-def _one_mode(mode: CreditMode, s: Settings, lines: np.ndarray, split: int) -> np.ndarray:
-    """Cycles (run_sequence's count) of `lines` split into `split` near-equal back-to-back tasks."""
-    k = lines.size
+def _pieces(
+    hyp: Hypothesis, g: Geometry, s: Settings, pieces: np.ndarray, starts: np.ndarray
+) -> np.ndarray:
+    """Cycles (the top's count for one core) of each row's tasks issued back to back.
+
+    pieces[r, j] is the line count of row r's task j; starts[r, j] its start line.
+    """
+    k, split = pieces.shape
     inv_r = RATE_ONE / s.core_rate_q16
     period = max(s.latency, 1) + 2
-    hist = min(s.window + PREFETCH_MAX_LINES, KMEM_LINES)  # the largest cap: paths pass here
-    base, extra = split_pieces(lines, split)
-    fixed = mode is CreditMode.FIXED
+    clamp = g.prefetch_max_lines
+    tail_lines = clamp - 1  # a "remaining" credit is below its clamp on the last clamp-1 lines
+    remaining = hyp.progress == "remaining"
+    body_cap = min(s.window + int(hyp.credit_array(g, clamp, 0)), g.kmem_lines)
+    hist = min(s.window + clamp, g.kmem_lines)  # the largest cap: every path passes here
     buf: np.ndarray | None = None  # G of the last `hist` lines before the piece
     accept = np.zeros(k)
     ends: list[np.ndarray] = []
     for j in range(split):
-        nj = base + (j < extra)
+        nj = pieces[:, j]
         if j:
             ready = np.floor(ends[-1] + 1e-9) + 1  # grants fall on whole cycles
             if j >= 2:
@@ -172,14 +145,15 @@ def _one_mode(mode: CreditMode, s: Settings, lines: np.ndarray, split: int) -> n
             accept = np.maximum(accept + 1, ready)
         floor = accept + 1
         entry = floor if buf is None else np.maximum(buf[:, -1] + inv_r, floor)
-        if fixed:
-            cap = np.full(k, hist)
-            tail = np.minimum(nj, TAIL_LINES)
+        if remaining:
+            cap = np.full(k, body_cap)
+            tail = np.minimum(nj, tail_lines)
         else:
-            cap = np.minimum(s.window + credit_array(mode, nj), KMEM_LINES)
+            cred = hyp.credit_array(g, nj, 0, starts[:, j])
+            cap = np.minimum(s.window + cred, g.kmem_lines)
             tail = np.zeros(k, dtype=np.int64)
         last = j == split - 1
-        width = hist + TAIL_LINES if fixed else (1 if last else hist)
+        width = hist + tail_lines if remaining else (1 if last else hist)
         t = nj[:, None] - width + np.arange(width)[None, :]  # column -> line offset in piece
         if buf is None:
             a = np.full(t.shape, -np.inf)
@@ -188,13 +162,15 @@ def _one_mode(mode: CreditMode, s: Settings, lines: np.ndarray, split: int) -> n
             a = np.where(t < -hist, -np.inf, a)
         in_body = (t >= 0) & (t < (nj - tail)[:, None])
         if in_body.any():
-            g = _stretch(buf, entry, cap, np.maximum(t, 0), inv_r, period)
-            a = np.where(in_body, g, a)
-        for m in range(int(tail.max(initial=0)), 0, -1):
-            col = width - m
-            c_m = min(s.window + m, KMEM_LINES)
-            g = np.maximum(np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor)
-            a[:, col] = np.where(m <= tail, g, a[:, col])
+            gg = _stretch(buf, entry, cap, np.maximum(t, 0), inv_r, period)
+            a = np.where(in_body, gg, a)
+        if remaining:
+            tail_cred = hyp.credit_array(g, np.arange(tail_lines + 1), 0)
+            for m in range(int(tail.max(initial=0)), 0, -1):
+                col = width - m
+                c_m = min(s.window + int(tail_cred[m]), g.kmem_lines)
+                gm = np.maximum(np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor)
+                a[:, col] = np.where(m <= tail, gm, a[:, col])
         if not last:
             buf = a[:, -hist:]
         ends.append(a[:, -1].copy())
@@ -202,65 +178,23 @@ def _one_mode(mode: CreditMode, s: Settings, lines: np.ndarray, split: int) -> n
 
 
 def core_cycles(
-    mode: CreditMode | np.ndarray | int,
-    settings: Settings,
-    lines: np.ndarray | int,
-    split: np.ndarray | int = 1,
+    hyp: Hypothesis,
+    g: Geometry,
+    s: Settings,
+    pieces: np.ndarray,
+    starts: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Cycles of one core streaming each line count, optionally as `split` back-to-back tasks.
+    """Cycles of one core per row, row r streaming the tasks pieces[r, :] back to back.
 
-    Broadcasts `mode` (CreditMode values), `lines` and `split` against each
-    other; the result matches engines.cycles("model", ...) on the same
-    sequences within 1%.
+    The top's count for that core alone (last drain + 1). Exact for one
+    static task; within 1% otherwise (tests/test_analytic.py).
     """
-    lines_a = _as_lines(lines)
-    mode_a = np.atleast_1d(np.asarray(mode, dtype=np.int64))
-    split_a = np.atleast_1d(np.asarray(split, dtype=np.int64))
-    try:
-        lines_b, mode_b, split_b = np.broadcast_arrays(lines_a, mode_a, split_a)
-    except ValueError:
-        raise InputError("lines, modes and splits do not broadcast together") from None
-    valid = {int(m) for m in CreditMode}
-    if not set(np.unique(mode_b).tolist()) <= valid:
-        raise InputError(f"credit modes must be among {sorted(valid)}")
-    out = np.empty(lines_b.shape, dtype=float)
-    flat_l, flat_m, flat_s = lines_b.ravel(), mode_b.ravel(), split_b.ravel()
-    flat_out = out.ravel()
-    for m in np.unique(flat_m):
-        mode_m = CreditMode(int(m))
-        for sp in np.unique(flat_s[flat_m == m]):
-            sel = (flat_m == m) & (flat_s == sp)
-            if mode_m.buggy and sp == 1:  # one stretch: the exact formula
-                n = flat_l[sel]
-                flat_out[sel] = static_cycles(
-                    settings.latency,
-                    settings.window,
-                    settings.core_rate_q16,
-                    credit_array(mode_m, n),
-                    n,
-                )
-            else:
-                flat_out[sel] = _one_mode(mode_m, settings, flat_l[sel], int(sp))
-    return flat_out.reshape(lines_b.shape)
-
-
-def task_cycles(
-    mode: CreditMode | np.ndarray | int,
-    settings: Settings,
-    lines: np.ndarray | int,
-    split: np.ndarray | int = 1,
-    cores: int = NUM_CORES_MAX,
-) -> np.ndarray:
-    """Cycles of `cores` identical cores sharing one DRAM: the per-core time or the ceiling's."""
-    if not 1 <= cores <= NUM_CORES_MAX:
-        raise InputError(f"{cores} cores: the ANE has 1..{NUM_CORES_MAX}")
-    per_core = core_cycles(mode, settings, lines, split)
-    return np.maximum(per_core, ceiling_cycles(settings, lines, cores))
-
-
-def ceiling_cycles(
-    settings: Settings, lines: np.ndarray | int, cores: int = NUM_CORES_MAX
-) -> np.ndarray:
-    """The fewest cycles in which `cores` x `lines` lines fit through the aggregate ceiling."""
-    total = cores * _as_lines(lines)
-    return (total - 1) * RATE_ONE / settings.agg_rate_q16 + max(settings.latency, 1) + 3
+    check_form(hyp)
+    p = np.atleast_2d(np.asarray(pieces, dtype=np.int64))
+    if p.size == 0 or np.any(p < 1):
+        raise InputError("every task needs at least one line")
+    st = np.zeros_like(p) if starts is None else np.broadcast_to(starts, p.shape).astype(np.int64)
+    if hyp.static and p.shape[1] == 1:  # one stretch: the exact formula
+        cred = hyp.credit_array(g, p[:, 0], 0, st[:, 0])
+        return static_cycles(s.latency, s.window, s.core_rate_q16, cred, p[:, 0], g.kmem_lines)
+    return _pieces(hyp, g, s, p, st)

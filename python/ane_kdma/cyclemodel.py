@@ -1,26 +1,37 @@
 """Cycle-exact Python model of rtl/kdma_top.sv (no simulator imports).
 
-Timeline, as the RTL defines it. Cycle 0 is the cycle in which ``start_i`` is
-sampled. For a line granted by the memory in cycle g:
+Timeline, as the RTL defines it. Cycle 0 is the cycle in which the first task
+is accepted. For a line granted by the memory in cycle g:
 
 * the memory pops it in cycle g + L (L = max(latency, 1)) and KMem holds it
   from cycle g + L + 1;
 * it is drained in the first cycle d >= max(g + L + 1, previous drain + 1) in
-  which the consumer is ready; ``consumed`` counts it from cycle d + 1.
+  which the consumer is ready.
 
-Line i may be requested in cycle c when i - consumed(c) < min(window +
-credit(i), 1024), and the memory grants it when the core's token bucket and
-the aggregate bucket allow. A core's ``cycles`` is the cycle of its last
-drain; the top's is one more than the slowest core's.
+Line i of a core may be requested in cycle c when (lines requested and not yet
+drained) < min(window + credit, KMem lines), with the credit the hypothesis
+gives for the current task and progress; the memory grants it when the core's
+token bucket and the aggregate bucket allow (round-robin over the ports).
 
-Two engines compute this. ``simulate`` steps every cycle for any number of
-cores and is the reference. ``run_task`` solves the same recurrence line by
-line, per core, which is exact whenever the aggregate ceiling never refuses a
-request (it checks that, and falls back to ``simulate`` when it does).
+A job is, per core, a list of tasks issued back to back: task j goes to every
+enabled core at once, and the top takes it once every core has issued all of
+task j-1 and drained all of task j-2 (kdma_top's ready). If a core has
+drained all of task j-1 before the others are ready, the top waits for idle.
+
+Two engines compute this:
+
+* :func:`simulate` steps every register of kdma_top, kdma_core and
+  kdma_mem_model cycle by cycle: the slow, obviously faithful reference.
+* :func:`run` advances only at grants: each core's next grant is the latest of
+  its token, task and occupancy constraints (a max-plus recurrence), and the
+  aggregate bucket arbitrates the cores that ask in the same cycle. Cores with
+  identical work share one state until the aggregate bucket tells them apart.
+  It is exact (tests/test_cyclemodel.py holds it to :func:`simulate`).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,42 +39,30 @@ from functools import lru_cache
 
 import numpy as np
 
+from ane_kdma.contract import Task
 from ane_kdma.errors import InputError
-from ane_kdma.hw import (
-    ADDR_BITS,
-    KMEM_LINES,
-    LINE_ADDR_MASK,
-    LINE_SHIFT,
-    NUM_CORES_MAX,
-    RATE_ONE,
-    CreditMode,
-    credit,
-    lines_for_bytes,
-)
+from ane_kdma.hw import LINE_ADDR_MASK, RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
+from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
 
+__all__ = [
+    "MAX_LATENCY_CYCLES",
+    "Backpressure",
+    "CoreResult",
+    "CoreTask",
+    "ModelResult",
+    "Settings",
+    "job_of",
+    "run",
+    "simulate",
+]
+
+CoreTask = Task  # the TB's name for one core's task
 LFSR_TAPS = 0xB400  # 16-bit Galois LFSR, maximal length (period 65535)
-MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
+MAX_CORES = 16
 
-
-@dataclass(frozen=True)
-class Settings:
-    """Run-time inputs of kdma_top (all in cycles, lines, or Q.16 lines/cycle)."""
-
-    latency: int
-    window: int
-    core_rate_q16: int
-    agg_rate_q16: int
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.latency <= MAX_LATENCY_CYCLES:
-            raise InputError(f"latency {self.latency} cycles outside 1..{MAX_LATENCY_CYCLES}")
-        if not 1 <= self.window <= KMEM_LINES:
-            raise InputError(f"demand window {self.window} lines outside 1..{KMEM_LINES}")
-        if not 1 <= self.core_rate_q16 <= RATE_ONE:
-            raise InputError(f"core rate {self.core_rate_q16}/65536 outside (0, 1] lines/cycle")
-        # kdma_mem_model adds the rate to a bank of up to one line in 22 bits
-        if not 1 <= self.agg_rate_q16 <= (1 << 22) - 1 - RATE_ONE:
-            raise InputError(f"aggregate rate {self.agg_rate_q16}/65536 out of range")
+#: per core, a list of (base line, lines) tasks; None for a disabled core
+Job = Sequence[Sequence[tuple[int, int]] | None]
 
 
 @dataclass(frozen=True)
@@ -78,49 +77,54 @@ class Backpressure:
             raise InputError(f"back-pressure threshold {self.threshold} outside 0..255")
 
 
-@dataclass(frozen=True)
-class CoreTask:
-    """One core's share of a task: byte address and byte size, as the TD holds them."""
-
-    base_addr: int
-    size_bytes: int
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.base_addr < (1 << ADDR_BITS):
-            raise InputError(f"base address {self.base_addr:#x} is not a 32-bit byte address")
-        if not 0 <= self.size_bytes < (1 << ADDR_BITS):
-            raise InputError(f"size {self.size_bytes} bytes is not a 32-bit byte count")
-
-    @property
-    def base_line(self) -> int:
-        return self.base_addr >> LINE_SHIFT
-
-    @property
-    def lines(self) -> int:
-        return lines_for_bytes(self.size_bytes)
-
-
 @dataclass
 class CoreResult:
+    """One core's counters as kdma_core holds them after the job (since its last idle start)."""
+
     cycles: int
     zero_credit_cycles: int
     peak_inflight: int
     issued: int
-    grants: np.ndarray = field(repr=False)  # grant cycle of each line
-    drains: np.ndarray = field(repr=False)  # drain cycle of each line
+    grants: np.ndarray = field(repr=False)  # grant cycle of every line, all tasks
+    drains: np.ndarray = field(repr=False)  # drain cycle of every line
 
 
 @dataclass
-class TaskResult:
-    cycles: int
-    cores: list[CoreResult | None]  # None for a disabled core
+class ModelResult:
+    cycles: int  # the top's span: first accept (cycle 0) to the last drain, plus one
+    cores: list[CoreResult | None]
     engine: str  # "recurrence" or "stepped"
+    accepts: list[int] = field(default_factory=list)  # accept cycle of each task
+    fresh: int = 0  # accept cycle of the last task taken while idle (cycles_o restarts there)
+
+    @property
+    def cycles_o(self) -> int:
+        """What kdma_top's cycles_o shows at the end (it restarts at an idle accept)."""
+        return self.cycles - self.fresh
 
 
-def lfsr_seed(seed: int, core: int) -> int:
-    """Per-core LFSR seed, as tb/hdl/kdma_tb_top.sv derives it."""
-    s = (seed ^ (core * 0x9E37)) & 0xFFFF
-    return s if s else 1
+def job_of(workload_cores: Sequence[Sequence[Task] | None], line_bytes: int = 64) -> list:
+    """A job from per-core task lists (contract tasks or the TB's CoreTask)."""
+    return [
+        None
+        if seq is None
+        else [(t.base_line_of(line_bytes) & LINE_ADDR_MASK, t.lines_of(line_bytes)) for t in seq]
+        for seq in workload_cores
+    ]
+
+
+def _check(job: Job, settings: Settings, g: Geometry) -> None:
+    if not 1 <= len(job) <= MAX_CORES:
+        raise InputError(f"{len(job)} cores: the ANE has 1..{MAX_CORES}")
+    counts = {len(seq) for seq in job if seq is not None}
+    if len(counts) > 1:
+        raise InputError("every enabled core needs the same number of tasks")
+    if counts == {0}:
+        raise InputError("an empty task sequence")
+    settings.check(g.kmem_lines)
+
+
+# ---------------------------------------------------------------- consumer readiness
 
 
 @lru_cache(maxsize=1)
@@ -136,120 +140,165 @@ def _lfsr_cycle() -> tuple[np.ndarray, np.ndarray]:
     return seq, index
 
 
+@lru_cache(maxsize=256)
+def _ready_table(threshold: int) -> np.ndarray:
+    """For each LFSR position, cycles to the next position whose state lets the consumer drain."""
+    seq, _ = _lfsr_cycle()
+    ready = (seq & 0xFF) >= threshold
+    if not ready.any():
+        raise InputError("back-pressure threshold leaves the consumer never ready")
+    n = len(seq)
+    idx = np.flatnonzero(np.concatenate([ready, ready]))
+    pos = np.arange(n)
+    nxt = idx[np.searchsorted(idx, pos)]
+    return nxt - pos
+
+
+def lfsr_seed(seed: int, core: int) -> int:
+    """Per-core LFSR seed, as tb/hdl/kdma_tb_top.sv derives it."""
+    s = (seed ^ (core * 0x9E37)) & 0xFFFF
+    return s if s else 1
+
+
 class _Ready:
-    """Answers 'first ready cycle >= c' for one core's consumer."""
+    """Answers 'first cycle >= c in which a core may drain' (reseeded at each idle start)."""
 
     def __init__(self, bp: Backpressure | None, core: int) -> None:
         self.always = bp is None or bp.threshold == 0
         if self.always:
             return
-        seq, index = _lfsr_cycle()
-        ready = (seq & 0xFF) >= bp.threshold
-        if not ready.any():
-            raise InputError("back-pressure threshold leaves the consumer never ready")
-        # distance from each position to the next ready position, cyclically
-        n = len(seq)
-        dist = np.empty(n, dtype=np.int64)
-        nxt = None
-        for i in range(2 * n - 1, -1, -1):
-            if ready[i % n]:
-                nxt = i
-            if i < n:
-                dist[i] = nxt - i
-        self.dist = dist
-        self.n = n
-        self.offset = int(index[lfsr_seed(bp.seed, core)])  # state in cycle 1 = seed
+        _, index = _lfsr_cycle()
+        self.dist = _ready_table(bp.threshold)
+        self.n = len(self.dist)
+        self.offset = int(index[lfsr_seed(bp.seed, core)])  # the seed's state: cycle fresh + 1
+        self.fresh = 0
+
+    def restart(self, fresh: int) -> None:
+        self.fresh = fresh
 
     def next(self, c: int) -> int:
         if self.always:
             return c
-        return c + int(self.dist[(self.offset + c - 1) % self.n])
+        return c + int(self.dist[(self.offset + c - self.fresh - 1) % self.n])
 
     def at(self, c: int) -> bool:
         return self.always or self.next(c) == c
 
 
-def _static_credit(mode: CreditMode, base_line: int, lines: int) -> int | None:
-    return None if mode is CreditMode.FIXED else credit(mode, base_line, lines, 0)
+# ---------------------------------------------------------------- the fast engine
 
 
-def _core_recurrence(
-    mode: CreditMode, s: Settings, tasks: Sequence[CoreTask], ready: _Ready
-) -> CoreResult:
-    """Grant and drain cycle of every line of one core, assuming the aggregate never binds.
+class _Group:
+    """Cores with the same work in the same state: one grant schedule serves them all."""
 
-    `tasks` run back to back: `start_i` is held high, so task j is taken in the
-    first cycle the core is ready (task j-1 fully issued, task j-2 fully
-    drained, and j a non-empty task; an empty one waits for idle).
-    """
-    lat = max(s.latency, 1)
-    one, r = RATE_ONE, s.core_rate_q16
-    window = s.window
-    total = sum(t.lines for t in tasks)
-    grants = [0] * total
-    drains = [0] * total
-    tok_after = one  # bank at cycle g_prev + 1; full when the first task starts
-    g_prev = 0
-    d_prev = 0
-    always = ready.always
-    zero = 0
-    i = 0
-    accept = 0
-    prev_start = 0  # first line index of the previous task
-    for j, task in enumerate(tasks):
-        n = task.lines
-        if j:
-            if n == 0 or tasks[j - 1].lines == 0:
-                ready_at = (d_prev + 1) if i else accept + 1  # wait for idle
-            else:
-                ready_at = g_prev + 1  # previous task fully issued
-                if prev_start:
-                    ready_at = max(ready_at, drains[prev_start - 1] + 1)  # older one drained
-            accept = max(accept + 1, ready_at)
-            prev_start = i
-        static = _static_credit(mode, task.base_line, n)
-        if n and static == 0:
-            zero -= accept  # counted below as (last grant - accept)
-        floor = accept + 1
-        for q in range(n):
-            c_cred = static if static is not None else min(n - q, 256)
-            cap = min(window + c_cred, KMEM_LINES)
-            # token: earliest k >= 0 cycles after g_prev + 1 with bank + refill >= one
-            need = one - r - tok_after
-            k_tok = 0 if need <= 0 else -(-need // r)
-            g = g_prev + 1 + k_tok
-            if g < floor:
-                g = floor
-            m = i - cap
-            if m >= 0:
-                gate = drains[m] + 1
-                if gate > g:
-                    g = gate
-            bank = tok_after + (g - g_prev - 1) * r
-            if bank > one:
-                bank = one
-            tok_after = bank + r - one
-            grants[i] = g
-            d = g + lat + 1
-            if d <= d_prev:
-                d = d_prev + 1
-            if not always:
-                d = ready.next(d)
-            drains[i] = d
-            g_prev, d_prev = g, d
-            i += 1
-        if n and static == 0:
-            zero += g_prev
-    g_arr = np.asarray(grants, dtype=np.int64)
-    d_arr = np.asarray(drains, dtype=np.int64)
-    return CoreResult(
-        cycles=int(d_arr[-1]) if total else 0,
-        zero_credit_cycles=zero,
-        peak_inflight=_peak_window(g_arr, lat),
-        issued=total,
-        grants=g_arr,
-        drains=d_arr,
-    )
+    def __init__(
+        self,
+        members: list[int],
+        tasks: Sequence[tuple[int, int]],
+        hyp: Hypothesis,
+        g: Geometry,
+        s: Settings,
+        ready: _Ready,
+    ) -> None:
+        self.members = members
+        self.tasks = tasks
+        self.hyp, self.geom, self.s = hyp, g, s
+        self.ready = ready
+        self.grants: list[int] = []
+        self.drains: list[int] = []
+        self.task_start: list[int] = []  # global line index of each task's first line
+        self.j = -1  # task being issued
+        self.q = 0  # line within it
+        self.n = 0  # its lines
+        self.g_prev = 0
+        self.tok_after = RATE_ONE  # bank at cycle g_prev + 1: full at the start
+        self.d_prev = 0
+        self.last_grant_in_task = 0
+        self.cred_static: int | None = None
+        self.cred_arr: list[int] | None = None
+        self.zero = 0
+        self.epoch = 0  # accept cycle of this core's last start from idle
+        self.epoch_line = 0
+        self.floor = 1
+
+    def copy(self, members: list[int]) -> _Group:
+        twin = _Group.__new__(_Group)
+        twin.__dict__.update(self.__dict__)
+        twin.members = members
+        twin.grants = list(self.grants)
+        twin.drains = list(self.drains)
+        twin.task_start = list(self.task_start)
+        twin.ready = self.ready  # only shared when there is no back-pressure
+        return twin
+
+    # ------------------------------------------------------------ task boundaries
+    def finish(self) -> int:
+        """Cycle of the last drain of everything issued so far (0 if nothing)."""
+        return self.drains[-1] if self.drains else 0
+
+    def start_task(self, j: int, accept: int, busy: bool) -> None:
+        base, n = self.tasks[j]
+        self.j, self.q, self.n = j, 0, n
+        self.task_start.append(len(self.grants))
+        self.floor = accept + 1
+        self.last_grant_in_task = accept
+        if not busy:  # kdma_core clears its counters when it takes a task while idle
+            self.epoch, self.epoch_line, self.zero = accept, len(self.grants), 0
+        if self.hyp.static:
+            self.cred_static = self.hyp.credit(self.geom, base, n, 0)
+            self.cred_arr = None
+        else:
+            self.cred_static = None
+            self.cred_arr = self.hyp.credit_array(self.geom, n, np.arange(n), base).tolist()
+
+    @property
+    def issuing(self) -> bool:
+        return self.q < self.n
+
+    # ------------------------------------------------------------ one line
+    def earliest(self) -> int:
+        """The first cycle the next line may be granted, from this core's own constraints."""
+        cred = self.cred_static if self.cred_arr is None else self.cred_arr[self.q]
+        cap = min(self.s.window + cred, self.geom.kmem_lines)
+        r = self.s.core_rate_q16
+        need = RATE_ONE - r - self.tok_after
+        g = self.g_prev + 1 + (0 if need <= 0 else -(-need // r))
+        if g < self.floor:
+            g = self.floor
+        m = len(self.grants) - cap
+        if m >= 0 and self.drains[m] + 1 > g:
+            g = self.drains[m] + 1
+        return g
+
+    def grant(self, c: int) -> None:
+        r = self.s.core_rate_q16
+        bank = min(self.tok_after + (c - self.g_prev - 1) * r, RATE_ONE)
+        self.tok_after = bank + r - RATE_ONE
+        cred = self.cred_static if self.cred_arr is None else self.cred_arr[self.q]
+        if cred == 0:  # counted while lines remain: since the last grant (or the accept)
+            self.zero += c - self.last_grant_in_task
+        self.last_grant_in_task = c
+        d = c + max(self.s.latency, 1) + 1
+        if d <= self.d_prev:
+            d = self.d_prev + 1
+        d = self.ready.next(d)
+        self.grants.append(c)
+        self.drains.append(d)
+        self.g_prev, self.d_prev = c, d
+        self.q += 1
+
+    def result(self) -> CoreResult:
+        lat = max(self.s.latency, 1)
+        g = np.asarray(self.grants, dtype=np.int64)
+        d = np.asarray(self.drains, dtype=np.int64)
+        return CoreResult(
+            cycles=(int(d[-1]) - self.epoch) if d.size > self.epoch_line else 0,
+            zero_credit_cycles=self.zero,
+            peak_inflight=_peak_window(g[self.epoch_line :], lat),
+            issued=len(self.grants),
+            grants=g,
+            drains=d,
+        )
 
 
 def _peak_window(grants: np.ndarray, lat: int) -> int:
@@ -260,257 +309,335 @@ def _peak_window(grants: np.ndarray, lat: int) -> int:
     return int((hi - np.arange(grants.size)).max())
 
 
-def _aggregate_ok(results: Sequence[CoreResult | None], s: Settings) -> bool:
-    """Replay the aggregate bucket over the merged grants; True if it never refused one."""
-    lists = [r.grants for r in results if r is not None and r.grants.size]
-    if not lists:
-        return True
-    cycles, counts = np.unique(np.concatenate(lists), return_counts=True)
-    one, big_r = RATE_ONE, s.agg_rate_q16
-    if counts.max() * one <= big_r:
-        return True  # the refill alone covers the busiest cycle
-    bank, last = one, 0  # bank at the start of cycle `last + 1`
-    for c, n in zip(cycles.tolist(), counts.tolist(), strict=True):
-        bank = min(bank + (c - last - 1) * big_r, one) if c > last + 1 else bank
-        if bank + big_r < n * one:
-            return False
-        bank = min(bank + big_r - n * one, one)
-        last = c
-    return True
+def _groups(
+    hyp: Hypothesis, g: Geometry, s: Settings, job: Job, bp: Backpressure | None
+) -> list[_Group]:
+    """Cores whose timing cannot differ share a group (the credit may depend on the base)."""
+    keys: dict[tuple, list[int]] = {}
+    for c, seq in enumerate(job):
+        if seq is None:
+            continue
+        ring = g.ring_lines - 1
+        work = tuple((b & ring if hyp.depends_on_start else 0, n) for b, n in seq)
+        key = (work, c if bp is not None and bp.threshold else None)
+        keys.setdefault(key, []).append(c)
+    out = []
+    for members in keys.values():
+        seq = job[members[0]]
+        out.append(_Group(members, seq, hyp, g, s, _Ready(bp, members[0])))
+    return out
 
 
-def _check(tasks: Sequence[CoreTask | None]) -> None:
-    if not 1 <= len(tasks) <= NUM_CORES_MAX:
-        raise InputError(f"{len(tasks)} cores: the ANE has 1..{NUM_CORES_MAX}")
-
-
-def run_task(
-    mode: CreditMode,
+def run(
+    hyp: Hypothesis,
+    geom: Geometry,
     settings: Settings,
-    tasks: Sequence[CoreTask | None],
+    job: Job,
     backpressure: Backpressure | None = None,
-) -> TaskResult:
-    """Cycles of one kdma_top task; ``tasks[c]`` is None for a disabled core."""
-    _check(tasks)
-    results: list[CoreResult | None] = []
-    for c, t in enumerate(tasks):
-        results.append(
-            None if t is None else _core_recurrence(mode, settings, [t], _Ready(backpressure, c))
-        )
-    if len(tasks) > 1 and not _aggregate_ok(results, settings):
-        return simulate(mode, settings, tasks, backpressure)
-    return TaskResult(_top_cycles(results), results, "recurrence")
+) -> ModelResult:
+    """Every core's counters after the job, advancing from grant to grant (exact)."""
+    _check(job, settings, geom)
+    s = settings
+    ncores = len(job)
+    groups = _groups(hyp, geom, s, job, backpressure)
+    steps = len(groups[0].tasks)
+    accepts = [0]
+    fresh = 0
+    one, big_r = RATE_ONE, s.agg_rate_q16
+    agg_bank, agg_last, rr = one, 0, 0  # bank at the start of cycle agg_last + 1
+
+    def begin(j: int, accept: int, idle: bool) -> None:
+        for grp in groups:
+            busy = not idle and grp.finish() >= accept
+            grp.start_task(j, accept, busy)
+
+    begin(0, 0, True)
+    for j in range(steps):
+        heap = [(grp.earliest(), k) for k, grp in enumerate(groups) if grp.issuing]
+        heapq.heapify(heap)
+        while heap:
+            c = heap[0][0]
+            asking = []
+            while heap and heap[0][0] == c:
+                asking.append(heapq.heappop(heap)[1])
+            # the aggregate bucket at cycle c, then round-robin from rr over the asking ports
+            if c > agg_last + 1:
+                agg_bank = min(agg_bank + (c - agg_last - 1) * big_r, one)
+            avail = agg_bank + big_r
+            cap = avail // one
+            agg_last = c
+            if len(asking) == 1 and len(groups[asking[0]].members) <= cap:
+                # the common case: one group asks and the bucket has room; while no other
+                # group is waiting, stay with this one (no heap traffic)
+                k = asking[0]
+                grp = groups[k]
+                m = len(grp.members)
+                last = (max(grp.members, key=lambda p: (p - rr) % ncores) + 1) % ncores
+                while True:
+                    rr = last
+                    agg_bank = min(avail - m * one, one)
+                    grp.grant(c)
+                    if not grp.issuing:
+                        break
+                    nxt = grp.earliest()
+                    if heap:
+                        heapq.heappush(heap, (nxt, k))
+                        break
+                    bank = agg_bank if nxt == c + 1 else min(agg_bank + (nxt - c - 1) * big_r, one)
+                    avail = bank + big_r
+                    if m > avail // one:
+                        heapq.heappush(heap, (nxt, k))
+                        break
+                    c = agg_last = nxt
+                continue
+            ports = sorted(((p - rr) % ncores, p, k) for k in asking for p in groups[k].members)
+            budget = min(len(ports), cap)
+            granted = {p for _, p, _ in ports[:budget]}
+            if budget:
+                rr = (ports[budget - 1][1] + 1) % ncores
+            agg_bank = min(avail - budget * one, one)
+            for k in asking:
+                grp = groups[k]
+                got = [p for p in grp.members if p in granted]
+                if len(got) < len(grp.members):
+                    rest = [p for p in grp.members if p not in granted]
+                    if got:  # the bucket splits the group: the refused cores go on alone
+                        twin = grp.copy(rest)
+                        grp.members = got
+                        groups.append(twin)
+                        heapq.heappush(heap, (c + 1, len(groups) - 1))
+                    else:
+                        heapq.heappush(heap, (c + 1, k))
+                        continue
+                grp.grant(c)
+                if grp.issuing:
+                    heapq.heappush(heap, (grp.earliest(), k))
+        if j + 1 == steps:
+            break
+        accept, idle = _next_accept(groups, j, accepts[-1])
+        if idle:
+            fresh = accept
+            for grp in groups:
+                grp.ready.restart(accept)
+        accepts.append(accept)
+        rr = 0  # arb_restart: every accept restarts the round robin
+        if agg_last < accept:
+            agg_bank = min(agg_bank + (accept - agg_last) * big_r, one)
+            agg_last = accept
+        begin(j + 1, accept, idle)
+    results: list[CoreResult | None] = [None] * ncores
+    for grp in groups:
+        res = grp.result()
+        for p in grp.members:
+            results[p] = res
+    return ModelResult(_top_cycles(results), results, "recurrence", accepts, fresh)
+
+
+def _next_accept(groups: list[_Group], j: int, prev_accept: int) -> tuple[int, bool]:
+    """When kdma_top takes task j + 1, and whether it does so from idle.
+
+    Ready (not idle) needs, on every core: task j fully issued; task j-1 fully
+    drained (its done pulse seen); the incoming task non-empty, or the core not
+    busy; and no core done with task j yet (kdma_top's cur_q still equals the
+    enable mask). Once a core has drained task j before that, the top waits
+    for idle: two cycles after the last core's last drain.
+    """
+    c0 = prev_accept + 1
+    finish_j = []
+    for grp in groups:
+        start = grp.task_start[j]
+        issued_all = grp.grants[-1] + 1 if len(grp.grants) > start else prev_accept + 1
+        prev_done = grp.drains[start - 1] + 1 if start > 0 else 0
+        fin = grp.drains[-1] if len(grp.drains) > start else prev_accept  # done pulse next
+        finish_j.append(fin)
+        if grp.tasks[j + 1][1] == 0:
+            ready = max(grp.finish() + 1, prev_accept + 1)  # waits until the core is not busy
+        else:
+            ready = max(issued_all, prev_done)
+        c0 = max(c0, ready, prev_done)
+    if c0 <= min(finish_j) + 1:
+        return c0, False
+    return max(finish_j) + 2, True
 
 
 def _top_cycles(results: Sequence[CoreResult | None]) -> int:
-    enabled = [r.cycles for r in results if r is not None]
-    top = max(enabled) + 1 if enabled else 0
+    last = [int(r.drains[-1]) for r in results if r is not None and r.drains.size]
+    top = max(last) + 1 if last else 1
     if top >= 1 << 32:
         raise InputError(f"{top} cycles overflow the RTL's 32-bit cycle counters")
     return top
 
 
+# ---------------------------------------------------------------- the stepped reference
+
+
+@dataclass
+class _CoreRegs:
+    """kdma_core's registers, the ring's issued count and the memory port, for one core."""
+
+    queue: list[tuple[int, int]]  # tasks not yet accepted
+    base: int = 0
+    lines: int = 0
+    issued: int = 0
+    consumed: int = 0
+    tail: int = 0
+    cur_busy: bool = False
+    done_q: bool = False
+    inflight: int = 0
+    kmem: int = 0
+    peak: int = 0
+    cycles: int = 0
+    zero: int = 0
+    tok: int = RATE_ONE
+    pops: deque = field(default_factory=deque)
+    grants: list[int] = field(default_factory=list)
+    drains: list[int] = field(default_factory=list)
+
+    @property
+    def busy(self) -> bool:
+        return self.cur_busy or self.tail != 0
+
+
 def simulate(
-    mode: CreditMode,
+    hyp: Hypothesis,
+    geom: Geometry,
     settings: Settings,
-    tasks: Sequence[CoreTask | None],
+    job: Job,
     backpressure: Backpressure | None = None,
     max_cycles: int = 50_000_000,
-) -> TaskResult:
-    """Step kdma_top cycle by cycle: the slow, obviously-faithful reference."""
-    _check(tasks)
+) -> ModelResult:
+    """Step kdma_top, its cores and the memory register by register (start held high)."""
+    _check(job, settings, geom)
     s = settings
-    ncores = len(tasks)
     one, r, big_r = RATE_ONE, s.core_rate_q16, s.agg_rate_q16
     lat = max(s.latency, 1)
+    ncores = len(job)
+    en = [seq is not None for seq in job]
+    regs = [_CoreRegs(list(seq or [])) for seq in job]
     ready = [_Ready(backpressure, c) for c in range(ncores)]
-    lines = [t.lines if t is not None else 0 for t in tasks]
-    base = [t.base_line if t is not None else 0 for t in tasks]
-    busy = [t is not None and t.lines > 0 for t in tasks]
-    issued = [0] * ncores
-    consumed = [0] * ncores
-    kmem = [0] * ncores
-    tok = [one] * ncores
-    agg = one
-    rr = 0
-    pops: list[deque[int]] = [deque() for _ in range(ncores)]
-    grants: list[list[int]] = [[] for _ in range(ncores)]
-    drains: list[list[int]] = [[] for _ in range(ncores)]
-    zero = [0] * ncores
-    inflight = [0] * ncores
-    peak = [0] * ncores
-    end = [0] * ncores
+    prev_q = [False] * ncores
+    cur_q = [False] * ncores
+    agg, rr = one, 0
+    accepts: list[int] = []
+    fresh = 0
     c = 0
-    while any(busy):
-        c += 1
+    while True:
+        # ---- combinational: cycle c
+        done_o = [k.done_q for k in regs]
+        prev_d = [prev_q[i] and not done_o[i] for i in range(ncores)]
+        cur_d = [cur_q[i] and not (done_o[i] and not prev_q[i]) for i in range(ncores)]
+        core_idle = [not k.busy for k in regs]
+        idle = not any(prev_q) and not any(cur_q) and all(core_idle)
+        pending = any(k.queue for k in regs)
+        if not pending and idle and accepts:
+            break
         if c > max_cycles:
             raise RuntimeError("simulation did not finish")
-        eligible = [False] * ncores
-        for k in range(ncores):
-            peak[k] = max(peak[k], inflight[k])
-            if not busy[k] or issued[k] == lines[k]:
-                continue
-            cr = credit(mode, base[k], lines[k], issued[k])
-            if cr == 0:
-                zero[k] += 1
-            cap = min(s.window + cr, KMEM_LINES)
-            if issued[k] - consumed[k] < cap and tok[k] + r >= one and inflight[k] < KMEM_LINES:
-                eligible[k] = True
-        avail, spent, rr_next = agg + big_r, 0, rr
+        core_ready = []
+        for k in regs:
+            nxt = k.queue[0][1] if k.queue else 0
+            core_ready.append(not k.busy or (k.issued == k.lines and k.tail == 0 and nxt != 0))
+        top_ready = idle or (
+            not any(prev_d)
+            and en == cur_q
+            and all(core_ready[i] or not en[i] for i in range(ncores))
+        )
+        accept = pending and top_ready
+        valid, cred = [False] * ncores, [0] * ncores
+        for i, k in enumerate(regs):
+            cred[i] = hyp.credit(geom, k.base, k.lines, k.issued)
+            cap = min(s.window + cred[i], geom.kmem_lines)
+            valid[i] = k.cur_busy and k.issued != k.lines and k.inflight + k.kmem < cap
+        eligible = [
+            valid[i] and regs[i].tok + r >= one and len(regs[i].pops) < geom.kmem_lines
+            for i in range(ncores)
+        ]
+        avail, spent, rr_d = agg + big_r, 0, rr
         grant = [False] * ncores
-        for i in range(ncores):
-            k = (rr + i) % ncores
-            if eligible[k] and avail - spent >= one:
-                grant[k] = True
+        for n in range(ncores):
+            i = (rr + n) % ncores
+            if eligible[i] and avail - spent >= one:
+                grant[i] = True
                 spent += one
-                rr_next = (k + 1) % ncores
-        # register updates at the end of cycle c
-        for k in range(ncores):
-            popped = bool(pops[k]) and pops[k][0] == c
-            drained = busy[k] and kmem[k] > 0 and ready[k].at(c)
-            if grant[k]:
-                tok[k] = tok[k] + r - one
-                pops[k].append(c + lat)
-                grants[k].append(c)
-                issued[k] += 1
+                rr_d = (i + 1) % ncores
+        # ---- registers: end of cycle c
+        if accept:
+            accepts.append(c)
+            if idle:
+                fresh = c
+                for rd in ready:
+                    rd.restart(c)
+        for i, k in enumerate(regs):
+            popped = bool(k.pops) and k.pops[0] == c
+            drained = k.kmem > 0 and ready[i].at(c)
+            tail_drain = drained and k.tail != 0
+            cur_drain = drained and k.tail == 0 and k.cur_busy
+            cur_last = cur_drain and k.consumed + 1 == k.lines
+            tail_last = tail_drain and k.tail == 1
+            take = accept and en[i]
+            nxt_lines = k.queue[0][1] if take else 0
+            busy = k.busy
+            # counters (they see this cycle's registers)
+            if take and not busy:
+                k.cycles, k.zero = 0, 0
+            elif busy:
+                k.cycles += 1
+                if k.cur_busy and k.issued != k.lines and cred[i] == 0:
+                    k.zero += 1
+            k.done_q = tail_last or cur_last or (take and nxt_lines == 0)
+            if k.inflight > k.peak:
+                k.peak = k.inflight
+            if grant[i]:
+                k.tok = k.tok + r - one
+                k.pops.append(c + lat)
+                k.grants.append(c)
             else:
-                tok[k] = min(tok[k] + r, one)
+                k.tok = min(k.tok + r, one)
             if popped:
-                pops[k].popleft()
-            inflight[k] += int(grant[k]) - int(popped)
-            kmem[k] += int(popped) - int(drained)
+                k.pops.popleft()
+            k.inflight += int(grant[i]) - int(popped)
+            k.kmem += int(popped) - int(drained)
             if drained:
-                drains[k].append(c)
-                consumed[k] += 1
-                if consumed[k] == lines[k]:
-                    busy[k] = False
-                    end[k] = c
+                k.drains.append(c)
+            if tail_drain:
+                k.tail -= 1
+            if take:
+                if k.cur_busy and not cur_last:
+                    k.tail = k.lines - k.consumed - int(cur_drain)
+                if not busy:
+                    k.peak = 0
+                k.base, k.lines = k.queue.pop(0)
+                k.cur_busy = k.lines != 0
+                k.consumed = 0
+                k.issued = 0
+            else:
+                if grant[i]:
+                    k.issued += 1
+                if cur_drain:
+                    k.consumed += 1
+                if cur_last:
+                    k.cur_busy = False
         agg = min(avail - spent, one)
-        rr = rr_next
+        rr = 0 if accept else rr_d
+        if accept:
+            prev_q = cur_d
+            cur_q = list(en)
+        else:
+            prev_q, cur_q = prev_d, cur_d
+        c += 1
     results: list[CoreResult | None] = []
-    for k, t in enumerate(tasks):
-        if t is None:
+    for i, k in enumerate(regs):
+        if not en[i]:
             results.append(None)
             continue
         results.append(
             CoreResult(
-                cycles=end[k],
-                zero_credit_cycles=zero[k],
-                peak_inflight=peak[k],
-                issued=issued[k],
-                grants=np.asarray(grants[k], dtype=np.int64),
-                drains=np.asarray(drains[k], dtype=np.int64),
+                cycles=k.cycles,
+                zero_credit_cycles=k.zero,
+                peak_inflight=k.peak,
+                issued=len(k.grants),
+                grants=np.asarray(k.grants, dtype=np.int64),
+                drains=np.asarray(k.drains, dtype=np.int64),
             )
         )
-    return TaskResult(_top_cycles(results), results, "stepped")
-
-
-def run_sequence(
-    mode: CreditMode,
-    settings: Settings,
-    tasks: Sequence[CoreTask],
-    backpressure: Backpressure | None = None,
-) -> TaskResult:
-    """One core given `tasks` back to back (start held high): the split workaround.
-
-    ``cycles`` spans the first task's start to the last one's done, as
-    kdma_top's cycles_o counts it.
-    """
-    if not tasks:
-        raise InputError("an empty task sequence")
-    core = _core_recurrence(mode, settings, tasks, _Ready(backpressure, 0))
-    return TaskResult(_top_cycles([core]) if core.issued else 1, [core], "recurrence")
-
-
-def simulate_sequence(
-    mode: CreditMode,
-    settings: Settings,
-    tasks: Sequence[CoreTask],
-    backpressure: Backpressure | None = None,
-    max_cycles: int = 50_000_000,
-) -> TaskResult:
-    """Step one core through back-to-back tasks, register by register as kdma_core does."""
-    s = settings
-    one, r = RATE_ONE, s.core_rate_q16
-    lat = max(s.latency, 1)
-    ready = _Ready(backpressure, 0)
-    queue = list(tasks)
-    cur = queue.pop(0)  # accepted in cycle 0
-    lines, issued, consumed, tail = cur.lines, 0, 0, 0
-    cur_busy = lines > 0
-    tok, inflight, kmem = one, 0, 0
-    pops: deque[int] = deque()
-    grants: list[int] = []
-    drains: list[int] = []
-    zero = peak = end = 0
-    c = 0
-    while cur_busy or tail or queue:
-        c += 1
-        if c > max_cycles:
-            raise RuntimeError("simulation did not finish")
-        peak = max(peak, inflight)
-        busy = cur_busy or tail > 0
-        cr = credit(mode, cur.base_line, lines, issued)
-        if cur_busy and issued != lines and cr == 0:
-            zero += 1
-        cap = min(s.window + cr, KMEM_LINES)
-        valid = cur_busy and issued != lines and inflight + kmem < cap
-        grant = valid and tok + r >= one and inflight < KMEM_LINES
-        popped = bool(pops) and pops[0] == c
-        drained = kmem > 0 and ready.at(c)
-        nxt = queue[0] if queue else None
-        can_take = not busy or (issued == lines and tail == 0 and nxt is not None and nxt.lines > 0)
-        accept = nxt is not None and can_take
-        tail_drain = drained and tail > 0
-        cur_drain = drained and tail == 0 and cur_busy
-        cur_last = cur_drain and consumed + 1 == lines
-        # end of cycle c
-        tok = tok + r - one if grant else min(tok + r, one)
-        if grant:
-            pops.append(c + lat)
-            grants.append(c)
-        if popped:
-            pops.popleft()
-        inflight += int(grant) - int(popped)
-        kmem += int(popped) - int(drained)
-        if drained:
-            drains.append(c)
-            end = c
-        if tail_drain:
-            tail -= 1
-        if grant:
-            issued += 1
-        if accept:
-            if cur_busy and not cur_last:
-                tail = lines - consumed - int(cur_drain)
-            cur = queue.pop(0)
-            lines, issued, consumed = cur.lines, 0, 0
-            cur_busy = lines > 0
-        else:
-            if cur_drain:
-                consumed += 1
-            if cur_last:
-                cur_busy = False
-    core = CoreResult(
-        cycles=end,
-        zero_credit_cycles=zero,
-        peak_inflight=peak,
-        issued=len(grants),
-        grants=np.asarray(grants, dtype=np.int64),
-        drains=np.asarray(drains, dtype=np.int64),
-    )
-    return TaskResult(end + 1 if grants else 1, [core], "stepped")
-
-
-def single(
-    mode: CreditMode,
-    settings: Settings,
-    lines: int,
-    base_line: int = 0,
-    backpressure: Backpressure | None = None,
-) -> TaskResult:
-    """One core streaming `lines` lines from `base_line`: the erratum's unit of work."""
-    if lines < 0 or lines << LINE_SHIFT >= 1 << ADDR_BITS:
-        raise InputError(f"{lines} lines is not a transfer one core can be given")
-    task = CoreTask((base_line & LINE_ADDR_MASK) << LINE_SHIFT, lines << LINE_SHIFT)
-    return run_task(mode, settings, [task], backpressure)
+    return ModelResult(_top_cycles(results), results, "stepped", accepts, fresh)

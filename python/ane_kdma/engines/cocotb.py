@@ -1,0 +1,110 @@
+"""The RTL engine: kdma_tb_top under cocotb (Verilator by default), one simulator run per batch.
+
+The job crosses the simulator boundary as a JSON file (KDMA_JOB) and the
+counters come back as another (KDMA_RESULTS): the one side channel the
+contract keeps, because cocotb runs the tests in the simulator's process.
+Every RTL run is also checked against the cycle model inside the testbench.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from ane_kdma.chip import Chip
+from ane_kdma.contract import CoreCounters, Counters, Result, Workload
+from ane_kdma.errors import InputError
+from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hypotheses import Hypothesis
+
+PKG_KMEM_LINES = 1024  # kdma_pkg::KMEM_LINES: not a parameter of kdma_tb_top
+
+
+def check_chip(chip: Chip) -> None:
+    """The RTL is built for the package's line size and KMem; refuse a chip it cannot be."""
+    g = chip.geometry
+    if g.line_bytes != LINE_BYTES or g.kmem_lines != PKG_KMEM_LINES:
+        raise InputError(
+            f"chip {chip.name}: the RTL is built for {LINE_BYTES}-byte lines and "
+            f"{PKG_KMEM_LINES}-line KMem (chip has {g.line_bytes} and {g.kmem_lines}); "
+            "use --engine model"
+        )
+
+
+def job_document(chip: Chip, workloads: Sequence[Workload]) -> dict[str, object]:
+    return {
+        "settings": asdict(chip.settings),
+        "workloads": [
+            [None if seq is None else [[t.base_addr, t.size_bytes] for t in seq] for seq in w.cores]
+            for w in workloads
+        ],
+    }
+
+
+PKG_RING_BITS = 14  # kdma_pkg::RING_BITS and PREFETCH_MAX_LINES, the builds' defaults
+PKG_PREFETCH_MAX_LINES = 256
+
+
+def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, int]:
+    """Build parameters; the ring width and clamp only where the chip differs from the package."""
+    params = {"CreditMode": int(hypothesis.encoding), "NumCores": cores}
+    if chip.geometry.ring_bits != PKG_RING_BITS:
+        params["RingBits"] = chip.geometry.ring_bits
+    if chip.geometry.prefetch_max_lines != PKG_PREFETCH_MAX_LINES:
+        params["PrefetchMaxLines"] = chip.geometry.prefetch_max_lines
+    return params
+
+
+class CocotbEngine:
+    name = "rtl"
+    exact = True
+
+    def __init__(self, sim: str | None = None) -> None:
+        self.sim = sim
+
+    def run(self, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> Result:
+        return self.run_many(hypothesis, chip, [workload])[0]
+
+    def run_many(
+        self, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
+    ) -> list[Result]:
+        if hypothesis.encoding is None:
+            raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
+        check_chip(chip)
+        from ane_kdma.sim import check_simulator, run  # only this engine needs a simulator
+
+        sim = self.sim or os.environ.get("SIM", "verilator")
+        check_simulator(sim)
+        out: dict[int, Result] = {}
+        by_cores: dict[int, list[int]] = {}
+        for i, w in enumerate(workloads):
+            by_cores.setdefault(len(w.cores), []).append(i)
+        for cores, idx in by_cores.items():
+            batch = [workloads[i] for i in idx]
+            with tempfile.TemporaryDirectory(prefix="ane-kdma-") as tmp:
+                job, res = Path(tmp) / "job.json", Path(tmp) / "out.json"
+                job.write_text(json.dumps(job_document(chip, batch)))
+                run(
+                    sim,
+                    "kdma_tb_top",
+                    build_params(hypothesis, chip, cores),
+                    "cocotb_kdma",
+                    "batch_run",
+                    extra_env={"KDMA_JOB": str(job), "KDMA_RESULTS": str(res)},
+                    test_dir=Path(tmp),
+                )
+                got = json.loads(res.read_text())["counters"]
+            for i, w, doc in zip(idx, batch, got, strict=True):
+                counters = Counters(
+                    int(doc["cycles"]),
+                    tuple(None if c is None else CoreCounters(*map(int, c)) for c in doc["cores"]),
+                )
+                out[i] = Result.make(self.name, hypothesis, chip, w, counters, True)
+        return [out[i] for i in range(len(workloads))]
+
+
+ENGINE = CocotbEngine()
