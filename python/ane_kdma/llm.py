@@ -16,13 +16,17 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ane_kdma.engines import cycles
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma.chip import Chip, data_dir
+from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_BYTES, NUM_CORES_MAX, CreditMode
+from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.plan import Shape, plan_shape
-from ane_kdma.profile import REPO, Profile
 
-MODELS = REPO / "data" / "models" / "anemll.json"
+
+def models_file() -> Path:
+    return data_dir() / "models" / "anemll.json"
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class ModelConfig:
     vocab: int
     lm_head_shards: int
 
-    def weights(self) -> list[tuple[Shape, int]]:
+    def weights(self, cores: int) -> list[tuple[Shape, int]]:
         """(shape, how many of it) for one decode step."""
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
         per_layer = [
@@ -51,15 +55,16 @@ class ModelConfig:
             (self.intermediate, h),
         ]
         shard = -(-self.vocab // self.lm_head_shards)
-        shard += -shard % NUM_CORES_MAX  # pad the shard to whole core shares
+        shard += -shard % cores  # pad the shard to whole core shares
         counts: dict[tuple[int, int], int] = {}
         for cin, cout in per_layer:
             counts[(cin, cout)] = counts.get((cin, cout), 0) + self.layers
         counts[(h, shard)] = counts.get((h, shard), 0) + self.lm_head_shards
-        return [(Shape(cin, cout), n) for (cin, cout), n in counts.items()]
+        return [(Shape(cin, cout, cores), n) for (cin, cout), n in counts.items()]
 
 
-def load_models(path: Path = MODELS) -> dict[str, ModelConfig]:
+def load_models(path: Path | None = None) -> dict[str, ModelConfig]:
+    path = path or models_file()
     raw = json.loads(path.read_text())["models"]
     return {name: ModelConfig(name=name, **cfg) for name, cfg in raw.items()}
 
@@ -71,25 +76,32 @@ def get_model(name: str) -> ModelConfig:
     return models[name]
 
 
-def stream_us(profile: Profile, mode: CreditMode, chunks: list[int], engine: str) -> float:
+def stream_us(chip: Chip, h: Hypothesis, chunks: list[int], engine: str) -> float:
     """Marginal time of one weight (as `chunks` lines per task) inside a back-to-back stream."""
-    one, two = cycles(engine, mode, profile.settings, [chunks, chunks + chunks])
-    return profile.us(two - one)
+    lb = chip.line_bytes
+    one, two = (
+        Workload.from_chunks([n * lb for n in seq], chip.cores, lb) for seq in (chunks, chunks * 2)
+    )
+    r1, r2 = contract.run_many(engine, h, chip, [one, two])
+    return r2.time_us - r1.time_us
 
 
-def decode_rate(model: ModelConfig, profile: Profile, engine: str = "model") -> dict[str, object]:
+def decode_rate(
+    model: ModelConfig, chip: Chip, h: Hypothesis | None = None, engine: str = "model"
+) -> dict[str, object]:
     """Tokens/s and streaming GB/s, buggy hardware unsplit and with the plan applied."""
+    h = h or hyps.get(hyps.DEFAULT_BUGGY)
     total_bytes = 0
-    t_unsplit = t_split = profile.overhead_us
+    t_unsplit = t_split = chip.profile.overhead_us
     affected = []
-    for shape, count in model.weights():
-        row = plan_shape(shape, profile, CreditMode.SIGNED, engine)
+    for shape, count in model.weights(chip.cores):
+        row = plan_shape(shape, chip, h, engine)
         lines = row.lines_per_core
         parts = row.splits or 1
-        chunks = [shape.bytes_per_core(parts) // LINE_BYTES] * parts
-        total_bytes += count * NUM_CORES_MAX * row.bytes_per_core
-        t_unsplit += count * stream_us(profile, CreditMode.SIGNED, [lines], engine)
-        t_split += count * stream_us(profile, CreditMode.SIGNED, chunks, engine)
+        chunks = [shape.bytes_per_core(parts) // chip.line_bytes] * parts
+        total_bytes += count * chip.cores * row.bytes_per_core
+        t_unsplit += count * stream_us(chip, h, [lines], engine)
+        t_split += count * stream_us(chip, h, chunks, engine)
         if row.affected:
             affected.append({"shape": row.shape, "count": count, "splits": row.splits})
     return {

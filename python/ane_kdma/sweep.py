@@ -15,35 +15,32 @@ wavelength is therefore the longest among the lines within HARMONIC_BAND of
 the strongest one.
 
 The default engine is the analytic model (a 256-point sweep in well under a
-second); ``model`` and ``rtl`` run the cycle model or the RTL per size and
-take minutes.
+second); any engine of the contract's registry can run it (``model``, ``rtl``),
+one workload per size on every core of the chip.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ane_kdma import analytic, engines, measured
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma.chip import Chip
+from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import write_atomic
-from ane_kdma.hw import LINE_BYTES, NUM_CORES_MAX, PREFETCH_MAX_LINES, RING_LINES, CreditMode
-from ane_kdma.profile import Profile, load
+from ane_kdma.measured import Measurements
 
-SWEEP_ENGINES = ("analytic", "model", "rtl")
 HARMONIC_BAND = 0.10  # lines this close to the strongest count as its harmonics
 NOTCH_LAPS = tuple(range(1, 9))
-NOTCH_HALF_WIDTH = 2 * PREFETCH_MAX_LINES  # overlay x range, lines
 NOTCH_STEP = 8  # overlay x step, lines (a D step of 1 at N = 4096)
 MAX_POINTS = 100_000
 PAD = 8  # zero-padding factor of the spectrum
 FLAT_FRACTION = 1e-3  # a notch signal below 0.1% of the throughput is no notch
-VARIANTS = (CreditMode.LITERAL, CreditMode.SIGNED, CreditMode.FIXED)
 
 
 @dataclass
@@ -55,6 +52,7 @@ class Sweep:
     time_us: dict[str, np.ndarray]
     gbps: dict[str, np.ndarray]
     engine: str
+    ring_lines: int
 
 
 @dataclass
@@ -70,66 +68,64 @@ class Overlay:
     laps: tuple[int, ...]
     time_us: dict[str, np.ndarray]  # (laps, x)
     excess_us: dict[str, np.ndarray]  # (laps, x), over the fix
+    page: int
 
 
-def _cycles(engine: str, mode: CreditMode, profile: Profile, lines: np.ndarray) -> np.ndarray:
-    """Task cycles of 16 cores streaming `lines` each, on the chosen engine."""
-    s = profile.settings
-    if engine == "analytic":
-        return analytic.task_cycles(mode, s, lines)
-    per_core = np.array(engines.cycles(engine, mode, s, [[int(n)] for n in lines]), dtype=float)
-    return np.maximum(per_core, analytic.ceiling_cycles(s, lines))
+def _run(engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray):
+    """(time µs, GB/s) of every core of the chip streaming `lines` each, on the engine."""
+    lb = chip.line_bytes
+    loads = [Workload.from_size(int(n) * lb, chip.cores, 1, lb) for n in lines]
+    res = contract.run_many(engine, h, chip, loads)
+    return np.array([r.time_us for r in res]), np.array([r.gbps for r in res])
 
 
-def check_range(d_min: int, d_max: int, d_step: int, n: int) -> np.ndarray:
-    """The D values of a sweep, or an InputError saying what is wrong."""
+def check_range(chip: Chip, d_min: int, d_max: int, d_step: int, n: int) -> np.ndarray:
+    """The D values of a sweep, or an InputError saying what is wrong (before allocating)."""
     if d_min < 1 or d_step < 1:
         raise InputError(f"--d-min and --d-step must be positive (got {d_min}, {d_step})")
     if d_max < d_min:
         raise InputError(f"--d-max {d_max} is below --d-min {d_min}")
-    if n < NUM_CORES_MAX or n % NUM_CORES_MAX:
-        raise InputError(f"--n {n} must be a positive multiple of {NUM_CORES_MAX}")
+    if n < chip.cores or n % chip.cores:
+        raise InputError(f"--n {n} must be a positive multiple of {chip.cores}")
+    count = (d_max - d_min) // d_step + 1
+    if count < 8:
+        raise InputError(f"a sweep needs at least 8 points for its spectrum, got {count}")
+    if count > MAX_POINTS:
+        raise InputError(f"{count} points is too many (at most {MAX_POINTS})")
     d = np.arange(d_min, d_max + 1, d_step, dtype=np.int64)
-    if d.size < 8:
-        raise InputError(f"a sweep needs at least 8 points for its spectrum, got {d.size}")
-    if d.size > MAX_POINTS:
-        raise InputError(f"{d.size} points is too many (at most {MAX_POINTS})")
-    size = measured.bytes_per_core(d, n)
-    if np.any(size % LINE_BYTES):
-        bad = int(d[np.argmax(size % LINE_BYTES != 0)])
-        raise InputError(f"D = {bad}, N = {n} gives a core size that is not whole 64-byte lines")
+    geo = chip.measured.geo
+    size = geo.bytes_per_core(d, n)
+    if np.any(size % chip.line_bytes):
+        bad = int(d[np.argmax(size % chip.line_bytes != 0)])
+        raise InputError(f"D = {bad}, N = {n} gives a core size that is not whole lines")
     if size.max() >= 1 << 32:
         raise InputError(f"D = {int(d.max())}, N = {n} exceeds the 32-bit core size register")
     return d
 
 
 def compute_sweep(
-    profile: Profile, d_min: int, d_max: int, d_step: int, n: int, engine: str = "analytic"
+    chip: Chip, d_min: int, d_max: int, d_step: int, n: int, engine: str = "analytic"
 ) -> Sweep:
-    if engine not in SWEEP_ENGINES:
-        raise InputError(f"unknown engine {engine!r} (one of: {', '.join(SWEEP_ENGINES)})")
-    d = check_range(d_min, d_max, d_step, n)
-    size = measured.bytes_per_core(d, n)
-    lines = size // LINE_BYTES
-    timing = analytic.Timing(profile.ns_per_cycle, profile.overhead_us)
+    contract.check_engine(engine)
+    d = check_range(chip, d_min, d_max, d_step, n)
+    size = chip.measured.geo.bytes_per_core(d, n)
+    lines = size // chip.line_bytes
     times, gbps = {}, {}
-    for mode in VARIANTS:
-        cyc = _cycles(engine, mode, profile, lines)
-        times[mode.name.lower()] = timing.time_us(cyc)
-        gbps[mode.name.lower()] = timing.gbps(size, cyc)
-    return Sweep(d, n, lines, size, times, gbps, engine)
+    for h in hyps.registry():
+        times[h.name], gbps[h.name] = _run(engine, h, chip, lines)
+    return Sweep(d, n, lines, size, times, gbps, engine, chip.ring_lines)
 
 
-def notch_signal(y: np.ndarray, d_step: int, n: int) -> np.ndarray:
+def notch_signal(y: np.ndarray, d_step: int, n: int, page: int, line_bytes: int, cores: int):
     """y minus its running median over three notch widths: the notches, without the trend."""
-    notch_d = 2 * PREFETCH_MAX_LINES * LINE_BYTES * NUM_CORES_MAX / (n * 2)  # full width in D
+    notch_d = 2 * page * line_bytes * cores / (n * 2)  # full width in D
     half = max(1, int(np.ceil(1.5 * notch_d / d_step)))
     padded = np.pad(y, half, mode="edge")
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
     return y - np.median(windows, axis=1)
 
 
-def spectrum(sweep: Sweep) -> Spectrum:
+def spectrum(sweep: Sweep, chip: Chip) -> Spectrum:
     """FFT of each variant's notch signal (zero-padded 8x); wavelengths in D.
 
     The padding samples the spectrum finely enough that a wavelength which is
@@ -146,8 +142,9 @@ def spectrum(sweep: Sweep) -> Spectrum:
     keep = freq * count * step >= 2  # at least two periods inside the sweep
     wavelength = 1.0 / freq[keep]
     mags, dom = {}, {}
+    page = chip.geometry.prefetch_max_lines
     for name, y in sweep.gbps.items():
-        sig = notch_signal(y, step, sweep.n)
+        sig = notch_signal(y, step, sweep.n, page, chip.line_bytes, chip.cores)
         mag = np.abs(np.fft.rfft(sig, n=size))[keep]
         mags[name] = mag
         flat = np.abs(sig).max() <= FLAT_FRACTION * np.abs(y).max()
@@ -171,18 +168,19 @@ def dominant_wavelength(wavelength: np.ndarray, mag: np.ndarray) -> float | None
     return float(wavelength[peaks].max())
 
 
-def overlay(profile: Profile, engine: str = "analytic") -> Overlay:
-    """Time around each notch k x 0x4000 lines, re-centred on x (analytic unless asked)."""
-    x = np.arange(-NOTCH_HALF_WIDTH, NOTCH_HALF_WIDTH + 1, NOTCH_STEP)
+def overlay(chip: Chip, engine: str = "analytic") -> Overlay:
+    """Time around each notch k x ring lines, re-centred on x, for every hypothesis."""
+    page = chip.geometry.prefetch_max_lines
+    x = np.arange(-2 * page, 2 * page + 1, NOTCH_STEP)
     laps = np.array(NOTCH_LAPS)
-    lines = (laps[:, None] * RING_LINES + x[None, :]).ravel()
-    timing = analytic.Timing(profile.ns_per_cycle, profile.overhead_us)
+    lines = (laps[:, None] * chip.ring_lines + x[None, :]).ravel()
     times = {}
-    for mode in VARIANTS:
-        cyc = _cycles(engine, mode, profile, lines)
-        times[mode.name.lower()] = timing.time_us(cyc).reshape(laps.size, x.size)
-    excess = {m: times[m] - times["fixed"] for m in ("literal", "signed")}
-    return Overlay(x, NOTCH_LAPS, times, excess)
+    for h in hyps.registry():
+        t, _ = _run(engine, h, chip, lines)
+        times[h.name] = t.reshape(laps.size, x.size)
+    fixed = times[hyps.FIXED]
+    excess = {h.name: times[h.name] - fixed for h in hyps.buggy()}
+    return Overlay(x, NOTCH_LAPS, times, excess, page)
 
 
 # ---------------------------------------------------------------- files
@@ -197,8 +195,8 @@ def _csv(header: list[str], columns: list[np.ndarray], fmt: list[str]) -> bytes:
 
 
 def sweep_csv(sw: Sweep) -> bytes:
-    k = np.floor(sw.lines / RING_LINES + 0.5).astype(np.int64)
-    x = sw.lines - k * RING_LINES
+    k = (2 * sw.lines + sw.ring_lines) // (2 * sw.ring_lines)  # round half up, as lap_and_offset
+    x = sw.lines - k * sw.ring_lines
     header = ["d", "n", "lines_per_core", "bytes_per_core", "k", "x_lines"]
     cols: list[np.ndarray] = [sw.d, np.full(sw.d.size, sw.n), sw.lines, sw.bytes_per_core, k, x]
     fmt = ["{}"] * 6
@@ -237,42 +235,43 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-STYLE = {
-    "literal": {"color": "tab:orange", "ls": "-", "lw": 1.4},
-    "signed": {"color": "tab:red", "ls": "--", "lw": 1.4},
-    "fixed": {"color": "tab:blue", "ls": "-", "lw": 1.8},
-}
+def _style(name: str) -> dict[str, object]:
+    return dict(hyps.get(name).style)
 
 
-def plot_sweep(sw: Sweep, profile: Profile, meas: measured.Measurements | None) -> bytes:
+def plot_sweep(sw: Sweep, chip: Chip, meas: Measurements | None) -> bytes:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 5.5), layout="constrained")
     ax = fig.add_subplot()
     for name, y in sw.gbps.items():
-        ax.plot(sw.d, y, label=f"model, {name}", **STYLE[name])
-    if meas is not None and meas.table_a.n == sw.n:
+        ax.plot(sw.d, y, label=f"model, {name}", **_style(name))
+    if meas is not None and meas.table_a is not None and meas.table_a.n == sw.n:
         ta = meas.table_a
-        g = measured.aggregate_gbps(ta.bytes_per_core, ta.medians)
+        g = meas.geo.aggregate_gbps(ta.bytes_per_core, ta.medians)
         ax.plot(ta.d, g, "ko", ms=5, label="measured, Table A medians")
-        f = meas.facts
+    points = [p for p in (meas.facts.shoulder, meas.facts.notch) if p is not None] if meas else []
+    points = [p for p in points if p.n == sw.n]
+    if points:
         ax.plot(
-            [f.shoulder_d, f.notch_d],
-            [f.shoulder_gbps.value, f.notch_gbps.value],
+            [p.d for p in points],
+            [p.gbps.value for p in points],
             "ks",
             mfc="none",
             ms=7,
-            label="measured, D = 2016 and 2048",
+            label="measured, D = " + " and ".join(str(p.d) for p in points),
         )
-    ax.axhline(profile.ceiling_gbps, color="grey", ls=":", lw=1)
-    ax.text(sw.d[0], profile.ceiling_gbps, " LPDDR5-6400 ceiling", va="bottom", color="grey")
-    ax.set_xlabel(f"D (input channels), N = {sw.n}; one lap = 2048 in D at N = 4096")
-    ax.set_ylabel("aggregate throughput, 16 cores (GB/s)")
+    ceiling = chip.ceiling_gbps
+    lap_d = chip.ring_lines * chip.line_bytes * chip.cores // (sw.n * 2)
+    ax.axhline(ceiling, color="grey", ls=":", lw=1)
+    ax.text(sw.d[0], ceiling, " DRAM ceiling", va="bottom", color="grey")
+    ax.set_xlabel(f"D (input channels), N = {sw.n}; one lap = {lap_d} in D")
+    ax.set_ylabel(f"aggregate throughput, {chip.cores} cores (GB/s)")
     ax.set_title(
         f"Throughput against D at N = {sw.n}: buggy hypotheses and the fix "
-        f"({sw.engine} engine, profile {profile.name})"
+        f"({sw.engine} engine, chip {chip.name}, profile {chip.profile.name})"
     )
-    ax.set_ylim(0, profile.ceiling_gbps * 1.08)
+    ax.set_ylim(0, ceiling * 1.08)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower center", ncol=2)
     return _png(fig)
@@ -286,7 +285,7 @@ def plot_spectrum(sp: Spectrum, sw: Sweep) -> bytes:
     for name, mag in sp.magnitude.items():
         dom = sp.dominant[name]
         tag = f"dominant {dom:.0f}" if dom is not None else "flat: no notch"
-        ax.plot(sp.wavelength, mag, label=f"{name} ({tag})", **STYLE[name])
+        ax.plot(sp.wavelength, mag, label=f"{name} ({tag})", **_style(name))
     marked = {v for v in sp.dominant.values() if v is not None}
     for v in sorted(marked):
         ax.axvline(v, color="k", ls=":", lw=1)
@@ -321,14 +320,16 @@ def plot_spectrum(sp: Spectrum, sw: Sweep) -> bytes:
     return _png(fig)
 
 
-def plot_overlay(ov: Overlay, profile: Profile) -> bytes:
+def plot_overlay(ov: Overlay, chip: Chip) -> bytes:
+    """One row per buggy hypothesis: time / k and excess over the fix / k, re-centred on x."""
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 9), layout="constrained")
-    axes = fig.subplots(2, 2, sharex=True)
+    names = list(ov.excess_us)
+    fig = Figure(figsize=(13, 4.5 * len(names)), layout="constrained")
+    axes = fig.subplots(len(names), 2, sharex=True, squeeze=False)
     cmap = colormaps["viridis"]
-    for row, name in enumerate(("literal", "signed")):
+    for row, name in enumerate(names):
         for col, (data, what) in enumerate(
             (
                 (ov.time_us[name], "time / k (µs per lap)"),
@@ -338,28 +339,25 @@ def plot_overlay(ov: Overlay, profile: Profile) -> bytes:
             ax = axes[row, col]
             for i, k in enumerate(ov.laps):
                 ax.plot(ov.x, data[i] / k, color=cmap(i / max(1, len(ov.laps) - 1)), label=f"k={k}")
-            for edge in (-PREFETCH_MAX_LINES, PREFETCH_MAX_LINES):
+            for edge in (-ov.page, ov.page):
                 ax.axvline(edge, color="grey", ls=":", lw=1)
             ax.set_title(f"{name.upper()}: {what}")
             ax.set_ylabel(what)
             ax.grid(alpha=0.3)
-            if row == 1:
-                ax.set_xlabel("x = lines - k x 0x4000 (lines per core, re-centred on notch k)")
+            if row == len(names) - 1:
+                ax.set_xlabel(
+                    f"x = lines - k x {chip.ring_lines:#x} (lines per core, re-centred on notch k)"
+                )
     axes[0, 0].legend(ncol=2, fontsize="small", title="lap")
     fig.suptitle(
-        f"Notch overlay, k = 1..8: LITERAL is one-sided, SIGNED is a V (profile {profile.name}; "
-        "dotted: x = +-256)"
+        f"Notch overlay, k = {ov.laps[0]}..{ov.laps[-1]}, one row per buggy hypothesis "
+        f"(chip {chip.name}, profile {chip.profile.name}; dotted: x = +-{ov.page})"
     )
     return _png(fig)
 
 
 def write_all(
-    out: Path,
-    sw: Sweep,
-    sp: Spectrum,
-    ov: Overlay,
-    profile: Profile,
-    meas: measured.Measurements | None,
+    out: Path, sw: Sweep, sp: Spectrum, ov: Overlay, chip: Chip, meas: Measurements | None
 ) -> list[Path]:
     """Every output file, each written atomically; returns the paths."""
     if out.exists() and not out.is_dir():
@@ -372,61 +370,12 @@ def write_all(
         "sweep.csv": sweep_csv(sw),
         "spectrum.csv": spectrum_csv(sp),
         "notch_overlay.csv": overlay_csv(ov),
-        "sweep_gbps.png": plot_sweep(sw, profile, meas),
+        "sweep_gbps.png": plot_sweep(sw, chip, meas),
         "sweep_fft.png": plot_spectrum(sp, sw),
-        "notch_overlay.png": plot_overlay(ov, profile),
+        "notch_overlay.png": plot_overlay(ov, chip),
     }
     paths = []
     for name, data in files.items():
         write_atomic(out / name, data)
         paths.append(out / name)
     return paths
-
-
-def add_sweep_command(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``ane-kdma sweep`` on the CLI's sub-command parsers."""
-    p = subparsers.add_parser(
-        "sweep",
-        help="D sweep: CSV and PNG plots of GB/s against D, its FFT, the notch overlay",
-        description=__doc__.split("\n\n")[0],
-    )
-    p.add_argument("--out", type=Path, default=Path("out"), help="output directory (out/)")
-    p.add_argument(
-        "--engine", default="analytic", help=f"one of {', '.join(SWEEP_ENGINES)} (analytic)"
-    )
-    p.add_argument("--d-min", type=int, default=64, help="first D (64)")
-    p.add_argument("--d-max", type=int, default=16384, help="last D (16384)")
-    p.add_argument("--d-step", type=int, default=64, help="D step (64)")
-    p.add_argument("--n", type=int, default=4096, help="output channels N (4096)")
-    p.add_argument("--profile", default=None, help="profile name or JSON path (m3)")
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.set_defaults(func=run_sweep)
-
-
-def run_sweep(args: argparse.Namespace) -> int:
-    profile = load(getattr(args, "profile", None))
-    sw = compute_sweep(profile, args.d_min, args.d_max, args.d_step, args.n, args.engine)
-    sp = spectrum(sw)
-    ov = overlay(profile, "analytic" if args.engine == "analytic" else args.engine)
-    try:
-        meas = measured.load()
-    except InputError:
-        meas = None  # the plots still work without the measured overlay
-    paths = write_all(Path(args.out), sw, sp, ov, profile, meas)
-    summary = {
-        "out": str(args.out),
-        "files": [str(p) for p in paths],
-        "engine": sw.engine,
-        "points": int(sw.d.size),
-        "dominant_wavelength_d": sp.dominant,
-        "min_gbps": {k: round(float(v.min()), 3) for k, v in sw.gbps.items()},
-        "max_gbps": {k: round(float(v.max()), 3) for k, v in sw.gbps.items()},
-    }
-    if getattr(args, "json", False):
-        print(json.dumps(summary))
-    else:
-        print(f"wrote {len(paths)} files to {args.out}/ ({sw.engine} engine, {sw.d.size} points)")
-        for name, dom in sp.dominant.items():
-            text = f"{dom:.0f} in D" if dom is not None else "none (flat: no notch)"
-            print(f"  {name:<8} dominant wavelength {text}")
-    return 0

@@ -1,0 +1,56 @@
+"""`erratum`: cycles per core at k x ring lines, each buggy hypothesis against the fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma.cli import common
+from ane_kdma.contract import Workload
+from ane_kdma.errors import InputError
+
+MAX_LAPS = 255  # 255 x 1 MiB is the largest lap count a 32-bit size register holds
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser("erratum", help="cycles at k x ring lines, each buggy reading vs fixed")
+    sp.add_argument("--laps", type=common.positive, default=8, help="k = 1..LAPS (8)")
+    sp.add_argument(
+        "--cores", type=common.positive, default=1, help="cores streaming at once (1: per core)"
+    )
+    common.add_common(sp)
+    sp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chip = common.load_chip(args)
+    lb = chip.line_bytes
+    max_laps = ((1 << 32) - 1) // (chip.ring_lines * lb)
+    if args.laps > max_laps:
+        raise InputError(f"--laps {args.laps}: at most {max_laps} laps fit the 32-bit size")
+    if args.cores > chip.cores:
+        raise InputError(f"--cores {args.cores}: chip {chip.name} has {chip.cores}")
+    laps = list(range(1, args.laps + 1))
+    lines = [k * chip.ring_lines for k in laps]
+    loads = [Workload.from_size(n * lb, args.cores, 1, lb) for n in lines]
+    table = {h.name: contract.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
+    fixed = table[hyps.FIXED]
+    rows = []
+    for i, k in enumerate(laps):
+        row: dict[str, object] = {"k": k, "lines": lines[i], "fixed": fixed[i].cycles}
+        for h in hyps.buggy():
+            c = table[h.name][i].cycles
+            row[h.name] = c
+            row[f"{h.name}/fixed"] = round(c / fixed[i].cycles, 2)
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"engine": args.engine, "rows": rows}))
+    else:
+        print(
+            f"kernel-DMA cycles per core, {args.engine} engine, chip {chip.name}, "
+            f"profile {chip.profile.name}"
+        )
+        common.print_table(rows, list(rows[0]))
+    return 0

@@ -1,0 +1,49 @@
+"""`predict`: time and GB/s of every core of the chip streaming B bytes, optionally split."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ane_kdma import contract
+from ane_kdma.chip import Chip
+from ane_kdma.cli import common
+from ane_kdma.contract import Workload
+from ane_kdma.hypotheses import Hypothesis
+
+
+def predict_one(
+    chip: Chip, bytes_per_core: int, h: Hypothesis, split: int, engine: str
+) -> dict[str, object]:
+    """One row of the predict contract: the workload on every core of the chip."""
+    load = Workload.from_size(bytes_per_core, chip.cores, split, chip.line_bytes)
+    res = contract.run(engine, h, chip, load)
+    return {
+        "bytes_per_core": bytes_per_core,
+        "lines_per_core": bytes_per_core // chip.line_bytes,
+        "variant": h.name,
+        "split": split,
+        "time_us": round(res.time_us, 3),
+        "gbps": round(res.gbps, 3),
+    }
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser("predict", help="time and GB/s for B bytes per core on every core")
+    sp.add_argument("--bytes-per-core", required=True, type=common.positive)
+    sp.add_argument(
+        "--variant", default="signed", type=common.variant, help="a hypothesis name, or buggy"
+    )
+    sp.add_argument("--split", default=1, type=common.positive, help="back-to-back tasks (1)")
+    common.add_common(sp)
+    sp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chip = common.load_chip(args)
+    row = predict_one(chip, args.bytes_per_core, args.variant, args.split, args.engine)
+    if args.json:
+        print(json.dumps(row))
+    else:
+        common.print_table([row], list(row))
+    return 0

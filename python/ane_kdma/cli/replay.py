@@ -1,0 +1,74 @@
+"""`replay`: register dumps run as they are (every core's base and size), on every hypothesis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ane_kdma import contract, regdump
+from ane_kdma import hypotheses as hyps
+from ane_kdma.cli import common
+from ane_kdma.hw import lap_and_offset
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser("replay", help="run register dumps on every hypothesis, buggy and fixed")
+    sp.add_argument("dumps", nargs="+")
+    common.add_common(sp)
+    sp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chip = common.load_chip(args)
+    meas = chip.measured
+    rows = []
+    for path in args.dumps:
+        task = regdump.load_task(path, chip=chip)
+        load = task.to_workload(chip)
+        lines = task.lines_per_core
+        k, x = lap_and_offset(lines, chip.ring_lines)
+        row: dict[str, object] = {
+            "dump": str(path),
+            "cin": task.cin,
+            "bytes_per_core": task.bytes_per_core,
+            "lines_per_core": lines,
+            "k": k,
+            "x": x,
+            "cores": len(task.enabled_cores),
+            "measured_gbps": meas.known_gbps(task.bytes_per_core)
+            if len(task.enabled_cores) == chip.cores
+            else None,
+        }
+        for h in hyps.registry():
+            res = contract.run(args.engine, h, chip, load)
+            row[f"{h.name}_cycles"] = res.cycles
+            row[f"{h.name}_gbps"] = round(res.gbps, 2)
+        row["warnings"] = list(task.warnings)
+        rows.append(row)
+    if args.json:
+        print(json.dumps({"engine": args.engine, "profile": chip.profile.name, "dumps": rows}))
+        return 0
+    keys = ["dump", "lines_per_core", "k", "x", "cores"]
+    keys += [f"{h.name}_{u}" for h in hyps.registry() for u in ("cycles", "gbps")]
+    keys += ["measured_gbps"]
+    shown = [{**r, "measured_gbps": r["measured_gbps"] or "-"} for r in rows]
+    sources = sorted({f.source.where for f in _figures(meas) if f.source})
+    print(
+        f"replay on the {args.engine} engine, chip {chip.name}, profile {chip.profile.name}"
+        + (f"; measured: {', '.join(sources)}" if sources else "")
+    )
+    common.print_table(shown, keys)
+    for r in rows:
+        for w in r["warnings"]:
+            print(f"warning: {r['dump']}: {w}")
+    return 0
+
+
+def _figures(meas) -> list:
+    f = meas.facts
+    out = [p.gbps for p in (f.notch, f.shoulder) if p is not None]
+    if meas.table_a is not None:
+        from ane_kdma.measured import Figure
+
+        out.append(Figure(0, "us", source=meas.table_a.source))
+    return out

@@ -1,0 +1,29 @@
+"""`validate`: modeled against measured on every dataset the chip has; exit 1 outside tolerance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ane_kdma import validate as v
+from ane_kdma.cli import common
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sp = sub.add_parser(
+        "validate",
+        help="modeled against measured on every bundled dataset; exit 1 outside tolerance",
+        description=v.__doc__.split("\n\n")[0],
+    )
+    common.add_common(sp)
+    sp.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    chip = common.load_chip(args)
+    report = v.validate(args.engine, chip)
+    if args.json:
+        print(json.dumps(v.to_json(report)))
+    else:
+        print(v.render(report, chip))
+    return report.exit_status

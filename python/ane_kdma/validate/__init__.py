@@ -1,0 +1,209 @@
+"""Modeled against measured: declarative row specifications and one evaluator.
+
+Each :class:`Spec` says which measured facts it needs (it is skipped when the
+chip's data lacks them), which workloads it runs, on which hypothesis, and
+how its rows are judged. :func:`validate` gathers every spec's workloads, runs
+them in batches through the engine contract, and turns the results into rows.
+Every row carries the modeled value, the measured figure, the error, the
+tolerance (stated beside it) and pass/fail, and names the engine.
+
+Rows have one of three scopes, and the exit status follows them:
+
+* ``model``: judges the model as a whole (Table A, the point facts, the floor,
+  nominal, k scaling, core count, scrambling, only-the-total, the split
+  workaround and its control, the physical ceiling), on the best hypothesis.
+* ``<hypothesis>``: judges one buggy hypothesis (the two sides of the V:
+  recovery at x = -256 and +256, and an arm on each side). A hypothesis that
+  fails one side of the V shows as failing on that row.
+* ``info``: reported beside a rough ("about", "towards") figure, never judged.
+
+Exit status 1 if any ``model`` row fails, or any row of the best hypothesis
+fails; rows of the other hypotheses and ``info`` rows never set it. The best
+hypothesis is the one with the smallest RMS relative error over the rows that
+judge a hypothesis plus the two point facts; the verdict line names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma.chip import Chip
+from ane_kdma.contract import Workload
+from ane_kdma.errors import InputError
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.validate.specs import SPECS, Ctx, Row, Spec, Want, points_of
+
+__all__ = ["RULE", "SPECS", "Report", "Row", "judge", "render", "to_json", "validate"]
+
+RULE = (
+    "exit 1 if a [model] row fails or a row of the best hypothesis fails; rows of the "
+    "other hypothesis and [info] rows are reported, not counted"
+)
+
+
+@dataclass
+class Report:
+    engine: str
+    profile: str
+    rows: list[Row]
+    fit_error: dict[str, float]
+    best: str
+    verdict: str
+    exit_status: int
+
+
+def _run(ctx: Ctx, want: Want, engine: str) -> None:
+    """Run every wanted workload once, batched per hypothesis."""
+    by_h: dict[str, tuple[Hypothesis, list[Workload]]] = {}
+    for h, w in want:
+        if (h.name, w) in ctx.results:
+            continue
+        entry = by_h.setdefault(h.name, (h, []))
+        if w not in entry[1]:
+            entry[1].append(w)
+    for h, ws in by_h.values():
+        for w, r in zip(ws, contract.run_many(engine, h, ctx.chip, ws), strict=True):
+            ctx.results[(h.name, w)] = r
+
+
+def _evaluate(ctx: Ctx, specs: Sequence[Spec], h: Hypothesis) -> list[Row]:
+    rows: list[Row] = []
+    for spec in specs:
+        sub = Ctx(ctx.chip, ctx.meas, spec.engine or ctx.engine, ctx.fixed)
+        sub.results = ctx.results if spec.engine is None else {}
+        _run(sub, spec.want(sub, h), sub.engine)
+        rows += spec.rows(sub, h)
+    return rows
+
+
+def judge(rows: list[Row], best: str) -> int:
+    """Mark the rows that count (model rows and the best hypothesis's) and give the exit status."""
+    for r in rows:
+        r.counts = r.scope == "model" or r.scope == best
+    return 1 if any(r.counts and not r.passed for r in rows) else 0
+
+
+def validate(engine: str, chip: Chip) -> Report:
+    """Every row the chip's data supports, the verdict and the exit status (module doc)."""
+    contract.check_engine(engine)
+    meas = chip.measured
+    ctx = Ctx(chip, meas, engine, hyps.get(hyps.FIXED))
+    specs = [s for s in SPECS if meas.has(*s.needs)]
+    if not specs or not any(s.scope != "info" for s in specs):
+        raise InputError(f"chip {chip.name}: no measurements to validate against")
+    fit_error: dict[str, float] = {}
+    candidates = hyps.buggy()
+    judged: dict[tuple[str, str], list[Row]] = {}  # (spec, hypothesis) -> rows
+    points = [s for s in specs if s.key == "points"]
+    for h in candidates:
+        errs = []
+        for spec in specs:
+            if spec.scope == "hypothesis":
+                judged[(spec.key, h.name)] = _evaluate(ctx, [spec], h)
+                errs += [r.error for r in judged[(spec.key, h.name)] if r.error is not None]
+        errs += [r.error for r in _evaluate(ctx, points, h) if r.error is not None]
+        fit_error[h.name] = float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0
+    low = min(fit_error.values())
+    tied = [k for k, v in fit_error.items() if v <= low + 1e-12]
+    best = hyps.DEFAULT_BUGGY if hyps.DEFAULT_BUGGY in tied else tied[0]
+    best_h = hyps.get(best)
+    rows: list[Row] = []
+    for spec in specs:  # the rows come out in the order of SPECS
+        if spec.scope == "hypothesis":
+            rows += [r for h in candidates for r in judged[(spec.key, h.name)]]
+        else:
+            rows += _evaluate(ctx, [spec], best_h)
+    status = judge(rows, best)
+    others = ", ".join(
+        f"{k.upper()} {100 * v:.1f}%" for k, v in sorted(fit_error.items()) if k != best
+    )
+    n_fig = sum(
+        1 for (_, h), rs in judged.items() if h == best for r in rs if r.error is not None
+    ) + len(points_of(ctx))
+    figures = (
+        f"{n_fig} figures (the V rows and the "
+        f"{' and '.join(f'D = {p.d}' for _, p in sorted(points_of(ctx), key=lambda t: t[1].d))} "
+        "points)"
+    )
+    if len(tied) > 1:
+        verdict = (
+            f"verdict: the data cannot tell {' and '.join(t.upper() for t in tied)} apart: the "
+            f"same RMS relative error {100 * low:.1f}% over {figures}; {best.upper()} is used"
+        )
+    else:
+        verdict = (
+            f"verdict: {best.upper()} fits the measurements best: RMS relative error "
+            f"{100 * fit_error[best]:.1f}% over {figures}, against {others or 'nothing else'}"
+        )
+    return Report(engine, chip.profile.name, rows, fit_error, best, verdict, status)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit in ("us",):
+        return f"{v:.1f} us"
+    if unit == "GB/s":
+        return f"{v:.2f} GB/s"
+    if unit in ("R^2",):
+        return f"{v:.4f}"
+    if "us/line" in unit:
+        return f"{v:.3f} {unit}"
+    return f"{100 * v:+.2f}%"
+
+
+def render(report: Report, chip: Chip) -> str:
+    head = ("status", "scope", "row", "modeled", "measured", "error", "tolerance", "engine")
+    table = []
+    for r in report.rows:
+        if r.scope == "info":
+            status = "info"
+        elif r.passed:
+            status = "PASS"
+        else:
+            status = "FAIL" if r.counts else "fail*"
+        table.append(
+            (
+                status,
+                r.scope,
+                r.name,
+                _fmt(r.modeled, r.unit),
+                r.measured,
+                "-" if r.error is None else f"{100 * r.error:+.1f}%",
+                r.tolerance,
+                r.engine,
+            )
+        )
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(head)]
+    lines = [
+        f"validate: engine {report.engine}, profile {report.profile}; {chip.path.name}/measured",
+        f"rule: {RULE} (fail* = a failing row that does not count)",
+        "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+    ]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
+    lines.append("notes:")
+    lines += [f"  {r.name} [{r.scope}]: {r.note}" for r in report.rows if r.note]
+    lines.append(report.verdict)
+    lines.append(f"exit status {report.exit_status}")
+    return "\n".join(lines)
+
+
+def to_json(report: Report) -> dict[str, object]:
+    return {
+        "engine": report.engine,
+        "profile": report.profile,
+        "rule": RULE,
+        "rows": [asdict(r) for r in report.rows],
+        "fit_error": report.fit_error,
+        "best_hypothesis": report.best,
+        "verdict": report.verdict,
+        "exit_status": report.exit_status,
+    }

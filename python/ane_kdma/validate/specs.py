@@ -1,0 +1,808 @@
+"""The row specifications of `validate`: what each group of rows needs, runs and judges.
+
+Each :class:`Spec` names the measured facts it needs (a chip whose data
+lacks them simply has no such rows), the workloads it runs (on the hypothesis
+the evaluator hands it), and how its rows are judged, each with its
+tolerance stated beside it. The tolerances are module constants, so a reader
+sees every band in one place. :mod:`ane_kdma.validate` is the evaluator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma.chip import Chip
+from ane_kdma.contract import Result, Task, Workload
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.measured import Measurements
+from ane_kdma.profile import Profile
+from ane_kdma.stats import fit_line
+
+TABLE_A_TOL = 0.10
+POINT_TOL = 0.10
+FLOOR_SLACK_GBPS = 0.5  # the stated 17-19, with the brief's 0.5 GB/s allowance
+RECOVERY_TOL = 0.05
+ARM_TOL = 0.50  # an arm of the measured order: its slope within +-50% of 3.18 us/line
+K_SCALING_R2 = 0.95
+CORE_COUNT_TOL = 0.02
+SCRAMBLE_TOL = 0.03
+ONLY_TOTAL_TOL = 0.01
+SPLIT_TOL = 0.05
+CONTROL_TOL = 0.03
+ROUGH_TOL = 0.15  # "about" figures, info only
+TOWARDS_TOL = 0.10  # "towards" figures, info only
+SLOPE_STEP = 32  # |x| grid of the arm fits, lines (a D step of 4 at N = 4096)
+SCRAMBLE_SEED = 20260810
+SCRAMBLE_D = 576  # the size whose Table A replica a gives the 31.37 GB/s baseline
+CORE_COUNTS = (1, 2, 4, 8, 16)
+ONE_MIB_PAIRS = ((2048, 4096), (4096, 2048), (1024, 8192), (8192, 1024), (512, 16384))
+CEILING_SWEEP_D = (64, 16384, 64)
+GREEDY = {"latency_cycles": 64, "window_lines": 1024}  # every core wants a line a cycle
+EPS = 1e-9
+
+
+@dataclass
+class Row:
+    dataset: str
+    name: str
+    scope: str  # "model", a hypothesis name, or "info"
+    modeled: float | None
+    measured: str
+    unit: str
+    error: float | None  # relative, where the row compares two numbers
+    tolerance: str
+    passed: bool
+    engine: str
+    note: str = ""
+    values: dict[str, object] = field(default_factory=dict)
+    counts: bool = False  # set once the best hypothesis is known
+
+
+# ---------------------------------------------------------------- the evaluator's context
+
+
+@dataclass
+class Ctx:
+    chip: Chip
+    meas: Measurements
+    engine: str
+    fixed: Hypothesis
+    results: dict[tuple[str, Workload], Result] = field(default_factory=dict)
+
+    @property
+    def ring(self) -> int:
+        return self.chip.ring_lines
+
+    def lines(self, n: int, split: int = 1, cores: int | None = None) -> Workload:
+        """n lines on each core (every core of the chip unless told), as `split` tasks."""
+        lb = self.chip.line_bytes
+        return Workload.from_size(n * lb, cores or self.chip.cores, split, lb)
+
+    def chunks(self, parts: Sequence[int]) -> Workload:
+        lb = self.chip.line_bytes
+        return Workload.from_chunks([p * lb for p in parts], self.chip.cores, lb)
+
+    def __call__(self, h: Hypothesis, w: Workload) -> Result:
+        return self.results[(h.name, w)]
+
+    def time(self, h: Hypothesis, w: Workload) -> float:
+        return self(h, w).time_us
+
+    def gbps(self, h: Hypothesis, w: Workload) -> float:
+        return self(h, w).gbps
+
+
+Want = list[tuple[Hypothesis, Workload]]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A group of rows: what it needs, what it runs, how it is judged."""
+
+    key: str
+    scope: str  # "model" (best hypothesis), "hypothesis" (each buggy one), "info" (best)
+    needs: tuple[str, ...]
+    want: Callable[[Ctx, Hypothesis], Want]
+    rows: Callable[[Ctx, Hypothesis], list[Row]]
+    engine: str | None = None  # a fixed engine (None: the one validate runs on)
+
+
+def _rel(model: float, meas: float) -> float:
+    return (model - meas) / meas
+
+
+def _tol(t: float) -> str:
+    return f"+-{100 * t:g}%"
+
+
+# ---------------------------------------------------------------- Table A and the points
+
+
+def _table_a_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, ctx.lines(int(n))) for n in ctx.meas.table_a.lines_per_core]
+
+
+def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    ta = ctx.meas.table_a
+    rows, errs = [], []
+    for d, n, med in zip(ta.d, ta.lines_per_core, ta.medians, strict=True):
+        t = ctx.time(h, ctx.lines(int(n)))
+        err = _rel(t, float(med))
+        errs.append(err)
+        rows.append(
+            Row(
+                "table_a",
+                f"Table A D = {d} (N = {ta.n})",
+                "model",
+                t,
+                f"{med:g} us (median of {len(ta.replicas)} replicas)",
+                "us",
+                err,
+                _tol(TABLE_A_TOL),
+                abs(err) <= TABLE_A_TOL + EPS,
+                ctx.engine,
+            )
+        )
+    worst = max(errs, key=abs)
+    rows.append(
+        Row(
+            "table_a",
+            "Table A worst of all D",
+            "model",
+            worst,
+            "-",
+            "relative",
+            worst,
+            _tol(TABLE_A_TOL),
+            abs(worst) <= TABLE_A_TOL + EPS,
+            ctx.engine,
+            f"D = {ta.d[int(np.argmax(np.abs(errs)))]}",
+        )
+    )
+    return rows
+
+
+def points_of(ctx: Ctx) -> list[tuple[str, object]]:
+    f = ctx.meas.facts
+    out = []
+    if f.shoulder is not None:
+        out.append((f"D = {f.shoulder.d} (x = {f.shoulder.x:+d})", f.shoulder))
+    if f.notch is not None:
+        out.append((f"D = {f.notch.d} (x = 0)", f.notch))
+    return out
+
+
+def _point_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, ctx.lines(p.lines)) for _, p in points_of(ctx)]
+
+
+def _point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    rows = []
+    for label, p in points_of(ctx):
+        g = ctx.gbps(h, ctx.lines(p.lines))
+        err = _rel(g, p.gbps.value)
+        rows.append(
+            Row(
+                "point_facts",
+                f"{label}, N = {p.n}",
+                "model",
+                g,
+                str(p.gbps),
+                "GB/s",
+                err,
+                _tol(POINT_TOL),
+                abs(err) <= POINT_TOL + EPS,
+                ctx.engine,
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- floor, nominal, k scaling
+
+
+def _floor_want(ctx: Ctx, h: Hypothesis) -> Want:
+    laps = ctx.meas.facts.floor.laps
+    return [(m, ctx.lines(k * ctx.ring)) for k in laps for m in (h, ctx.fixed)]
+
+
+def _floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    floor = [ctx.gbps(h, ctx.lines(k * ctx.ring)) for k in f.floor.laps]
+    lo, hi = f.floor.gbps.lo, f.floor.gbps.hi + FLOOR_SLACK_GBPS
+    return [
+        Row(
+            "point_facts",
+            f"floor at x = 0, k = {_laps(f.floor.laps)}",
+            "model",
+            min(floor),
+            str(f.floor.gbps),
+            "GB/s",
+            None,
+            f"every k in {lo:g}-{hi:g} GB/s",
+            all(lo - EPS <= g <= hi + EPS for g in floor),
+            ctx.engine,
+            f"{min(floor):.2f}..{max(floor):.2f} GB/s",
+            {"per_k": floor},
+        )
+    ]
+
+
+def _laps(laps: Sequence[int]) -> str:
+    return (
+        f"{laps[0]}..{laps[-1]}"
+        if list(laps) == list(range(laps[0], laps[-1] + 1))
+        else str(list(laps))
+    )
+
+
+def _nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, ctx.lines(ctx.ring + x)) for x in ctx.meas.facts.v_notch.recovery_offsets]
+
+
+def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    xs = f.v_notch.recovery_offsets
+    nom = [ctx.gbps(h, ctx.lines(ctx.ring + x)) for x in xs]
+    return [
+        Row(
+            "point_facts",
+            f"nominal at |x| = {f.v_notch.page}, k = 1",
+            "model",
+            min(nom),
+            f"{f.nominal.gbps} ({f.nominal.low} near 1 MiB per core)",
+            "GB/s",
+            None,
+            f">= {f.nominal.gbps.lo:g} GB/s",
+            min(nom) >= f.nominal.gbps.lo * (1 - EPS),
+            ctx.engine,
+            " / ".join(f"x={x:+d}: {g:.2f}" for x, g in zip(xs, nom, strict=True)),
+        )
+    ]
+
+
+def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    laps = np.array(f.floor.laps, dtype=float)
+    excess = np.array(
+        [
+            ctx.time(h, ctx.lines(k * ctx.ring)) - ctx.time(ctx.fixed, ctx.lines(k * ctx.ring))
+            for k in f.floor.laps
+        ]
+    )
+    beta = float((laps * excess).sum() / (laps**2).sum())
+    ss_res = float(((excess - beta * laps) ** 2).sum())
+    ss_tot = float(((excess - excess.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return [
+        Row(
+            "point_facts",
+            "k scaling: excess time over fixed at x = 0 proportional to k",
+            "model",
+            r2,
+            f"extra time scales with k (per-k fits R^2 {f.k_scaling.r_squared})",
+            "R^2",
+            None,
+            f"R^2 >= {K_SCALING_R2:g}",
+            r2 >= K_SCALING_R2,
+            ctx.engine,
+            f"{beta:.1f} us lost per lap",
+            {"excess_us": excess.tolist()},
+        )
+    ]
+
+
+# ---------------------------------------------------------------- split, control, only-total
+
+
+def _split_want(ctx: Ctx, h: Hypothesis) -> Want:
+    s = ctx.meas.facts.split
+    lb = ctx.chip.line_bytes
+    out = [(ctx.fixed, ctx.lines(s.bytes_per_core // lb))]
+    out += [(h, ctx.chunks([tb // lb] * n)) for n, tb in s.splits]
+    return out
+
+
+def _split_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    s = ctx.meas.facts.split
+    lb = ctx.chip.line_bytes
+    nominal = ctx.gbps(ctx.fixed, ctx.lines(s.bytes_per_core // lb))
+    rows = []
+    for tasks, task_bytes in s.splits:
+        g = ctx.gbps(h, ctx.chunks([task_bytes // lb] * tasks))
+        err = _rel(g, nominal)
+        rows.append(
+            Row(
+                "point_facts",
+                f"split workaround: {_size(s.bytes_per_core)} as {tasks} x "
+                f"{task_bytes // 1024} KiB",
+                "model",
+                g,
+                "nominal throughput again",
+                "GB/s",
+                err,
+                f"within +-{100 * SPLIT_TOL:g}% of nominal",
+                abs(err) <= SPLIT_TOL + EPS,
+                ctx.engine,
+                f"nominal (fixed, unsplit) {nominal:.2f} GB/s; one overhead per request",
+            )
+        )
+    return rows
+
+
+def _size(b: int) -> str:
+    return f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b >> 10} KiB"
+
+
+def _control_want(ctx: Ctx, h: Hypothesis) -> Want:
+    n = ctx.meas.facts.control_bytes // ctx.chip.line_bytes
+    return [(h, ctx.lines(n)), (h, ctx.lines(n, split=2))]
+
+
+def _control_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    b = ctx.meas.facts.control_bytes
+    n = b // ctx.chip.line_bytes
+    whole = ctx.gbps(h, ctx.lines(n))
+    split = ctx.gbps(h, ctx.lines(n, split=2))
+    gain = _rel(split, whole)
+    page = ctx.meas.facts.v_notch.page * ctx.chip.line_bytes if ctx.meas.facts.v_notch else 0
+    label = f"1 MiB - {page // 1024} KiB" if page and b + page == 1 << 20 else _size(b)
+    return [
+        Row(
+            "point_facts",
+            f"control: {label} split in 2",
+            "model",
+            gain,
+            "splitting gains nothing",
+            "relative gain",
+            gain,
+            f"|gain| <= {100 * CONTROL_TOL:g}%",
+            abs(gain) <= CONTROL_TOL + EPS,
+            ctx.engine,
+            f"{whole:.2f} -> {split:.2f} GB/s",
+        )
+    ]
+
+
+def _pairs(ctx: Ctx) -> list[tuple[int, int, int]]:
+    """D x N pairs that give the stated per-core total on this chip."""
+    target = ctx.meas.facts.only_total.bytes_per_core
+    geo = ctx.meas.geo
+    return [
+        (d, n, int(geo.lines_per_core(d, n)))
+        for d, n in ONE_MIB_PAIRS
+        if n % geo.cores == 0 and int(geo.bytes_per_core(d, n)) == target
+    ] or [(0, 0, target // ctx.chip.line_bytes)]
+
+
+def _only_total_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, ctx.lines(n)) for _, _, n in _pairs(ctx)]
+
+
+def _only_total_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    sizes = _pairs(ctx)
+    gbps = [ctx.gbps(h, ctx.lines(n)) for _, _, n in sizes]
+    spread = max(gbps) / min(gbps) - 1
+    return [
+        Row(
+            "point_facts",
+            f"only the total matters: D x N pairs with {_size(f.only_total.bytes_per_core)} "
+            "per core",
+            "model",
+            spread,
+            f"all collapse to {f.only_total.gbps}",
+            "GB/s spread",
+            spread,
+            f"spread <= {100 * ONLY_TOTAL_TOL:g}%",
+            spread <= ONLY_TOTAL_TOL + EPS,
+            ctx.engine,
+            ", ".join(f"{d}x{n}: {g:.2f}" for (d, n, _), g in zip(sizes, gbps, strict=True)),
+        )
+    ]
+
+
+# ---------------------------------------------------------------- lap times (info)
+
+
+def _lap_want(ctx: Ctx, h: Hypothesis) -> Want:
+    f = ctx.meas.facts
+    xs = (0, -f.lap_times.shoulder_offset)
+    return [(h, ctx.lines(k * ctx.ring + x)) for x in xs for k in f.floor.laps]
+
+
+def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    lt = f.lap_times
+    laps = np.array(f.floor.laps, dtype=float)
+    rows = []
+    for label, x, fig in (
+        ("lap time at x = 0", 0, lt.notch),
+        (f"lap time at |x| = {lt.shoulder_offset}", -lt.shoulder_offset, lt.shoulder),
+    ):
+        t1 = ctx.time(h, ctx.lines(ctx.ring + x))
+        per = [ctx.time(h, ctx.lines(int(k) * ctx.ring + x)) for k in f.floor.laps]
+        incr = float(np.polyfit(laps, per, 1)[0])
+        err = _rel(t1, fig.value)
+        rows.append(
+            Row(
+                "point_facts",
+                label,
+                "info",
+                t1,
+                str(fig),
+                "us",
+                err,
+                f"+-{100 * ROUGH_TOL:g}% (rough figure)",
+                abs(err) <= ROUGH_TOL,
+                ctx.engine,
+                f"one-lap task (k = 1); increment per lap over k = {_laps(f.floor.laps)}: "
+                f"{incr:.0f} us",
+            )
+        )
+    return rows
+
+
+def _nominal_high_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(ctx.fixed, ctx.lines(ctx.meas.facts.nominal.high_bytes // ctx.chip.line_bytes))]
+
+
+def _nominal_high_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    nom = ctx.meas.facts.nominal
+    g = ctx.gbps(ctx.fixed, ctx.lines(nom.high_bytes // ctx.chip.line_bytes))
+    err = _rel(g, nom.high.value)
+    return [
+        Row(
+            "point_facts",
+            f"nominal at {_size(nom.high_bytes)} per core (fixed design)",
+            "info",
+            g,
+            str(nom.high),
+            "GB/s",
+            err,
+            f"+-{100 * TOWARDS_TOL:g}% (rough figure)",
+            abs(err) <= TOWARDS_TOL,
+            "analytic",
+            "the model's nominal is fixed by Table A's slope; 8 MiB sits in a notch when buggy",
+        )
+    ]
+
+
+# ---------------------------------------------------------------- the V, per hypothesis
+
+
+def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
+    f = ctx.meas.facts
+    out = []
+    for k in f.floor.laps:
+        for x in f.v_notch.recovery_offsets:
+            out += [(h, ctx.lines(k * ctx.ring + x)), (ctx.fixed, ctx.lines(k * ctx.ring + x))]
+    for side in (-1, 1):
+        for x in range(0, f.v_notch.page + 1, SLOPE_STEP):
+            out.append((h, ctx.lines(ctx.ring + side * x)))
+    return out
+
+
+def _arm(ctx: Ctx, h: Hypothesis, k: int, xs: np.ndarray) -> tuple[float, float]:
+    """Slope (µs per line, time falling away from the notch) and R² of time against |x|."""
+    t = np.array([ctx.time(h, ctx.lines(k * ctx.ring + int(v))) for v in xs])
+    return fit_line(np.abs(xs).astype(float), t)
+
+
+def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    f = ctx.meas.facts
+    rows = []
+    slope_meas = f.k_scaling.slope_per_lap.value
+    for side, x in zip((-1, 1), sorted(f.v_notch.recovery_offsets), strict=True):
+        errs = []
+        for k in f.floor.laps:
+            w = ctx.lines(k * ctx.ring + x)
+            errs.append(ctx.gbps(h, w) / ctx.gbps(ctx.fixed, w) - 1)
+        worst = max(errs, key=abs)
+        rows.append(
+            Row(
+                "point_facts",
+                f"V recovery at x = {x:+d}, k = {_laps(f.floor.laps)}",
+                h.name,
+                worst,
+                "recovers fully (0% from nominal)",
+                "relative to fixed",
+                worst,
+                f"within +-{100 * RECOVERY_TOL:g}% of nominal",
+                abs(worst) <= RECOVERY_TOL + EPS,
+                ctx.engine,
+                "nominal = the fixed design at the same size",
+                {"per_k": [round(e, 5) for e in errs]},
+            )
+        )
+        xs = side * np.arange(0, f.v_notch.page + 1, SLOPE_STEP)
+        slope, r2 = _arm(ctx, h, 1, xs)
+        err = _rel(slope, slope_meas)
+        rows.append(
+            Row(
+                "point_facts",
+                f"V arm x {'<' if side < 0 else '>'} 0 (slope of time on |x|, k = 1)",
+                h.name,
+                slope,
+                f"{f.k_scaling.slope_per_lap} (R^2 {f.k_scaling.r_squared})",
+                "us/line",
+                err,
+                f"within +-{100 * ARM_TOL:g}%",
+                abs(err) <= ARM_TOL + EPS,
+                ctx.engine,
+                f"|x| = 0..{f.v_notch.page} step {SLOPE_STEP}; model R^2 {r2:.3f}",
+                {"r2": r2},
+            )
+        )
+    return rows
+
+
+def _slope_k_want(ctx: Ctx, h: Hypothesis) -> Want:
+    f = ctx.meas.facts
+    out = []
+    for b in hyps.buggy():
+        for side in (-1, 1):
+            for k in f.floor.laps:
+                for x in range(0, f.v_notch.page + 1, SLOPE_STEP):
+                    out.append((b, ctx.lines(k * ctx.ring + side * x)))
+    return out
+
+
+def _slope_k_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    """Info: the arm slope per lap for every k, on the analytic engine."""
+    f = ctx.meas.facts
+    rows = []
+    for b in hyps.buggy():
+        for side in (-1, 1):
+            xs = side * np.arange(0, f.v_notch.page + 1, SLOPE_STEP)
+            per_k, r2s = [], []
+            for k in f.floor.laps:
+                slope, r2 = _arm(ctx, b, k, xs)
+                per_k.append(slope / k)
+                r2s.append(r2)
+            mean = float(np.mean(per_k))
+            err = _rel(mean, f.k_scaling.slope_per_lap.value)
+            rows.append(
+                Row(
+                    "point_facts",
+                    f"arm slope / k, x {'<' if side < 0 else '>'} 0, k = {_laps(f.floor.laps)} "
+                    f"({b.name})",
+                    "info",
+                    mean,
+                    f"{f.k_scaling.slope_per_lap} (R^2 {f.k_scaling.r_squared})",
+                    "us/line/lap",
+                    err,
+                    "reported beside the measured figure",
+                    True,
+                    "analytic",
+                    f"slope/k {min(per_k):.3f}..{max(per_k):.3f}; "
+                    f"R^2 {min(r2s):.3f}..{max(r2s):.3f}",
+                    {"slope_per_k": per_k, "r2": r2s},
+                )
+            )
+    return rows
+
+
+# ---------------------------------------------------------------- cores, scrambling
+
+
+def _core_count_workloads(ctx: Ctx) -> list[list[Workload]]:
+    cc = ctx.meas.facts.core_count
+    out = []
+    for d in cc.d:
+        size = int(ctx.meas.geo.bytes_per_core(d, cc.n))
+        per = []
+        for active in (a for a in CORE_COUNTS if a <= ctx.chip.cores):
+            cores = tuple(
+                (Task(c * size, size),) if c < active else None for c in range(ctx.chip.cores)
+            )
+            per.append(Workload(cores))
+        out.append(per)
+    return out
+
+
+def _core_count_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, w) for per in _core_count_workloads(ctx) for w in per]
+
+
+def _core_count_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    cc = ctx.meas.facts.core_count
+    spreads, detail = [], []
+    for d, per in zip(cc.d, _core_count_workloads(ctx), strict=True):
+        lat = [ctx(h, w).cycles for w in per]
+        spreads.append(max(lat) / min(lat) - 1)
+        detail.append(f"D={d}: " + "/".join(str(v) for v in lat) + " cycles")
+    spread = max(spreads)
+    counts = [a for a in CORE_COUNTS if a <= ctx.chip.cores]
+    return [
+        Row(
+            "point_facts",
+            f"core count: {', '.join(map(str, counts))} active cores, D = "
+            f"{' and '.join(map(str, cc.d))}",
+            "model",
+            spread,
+            f"same task latency with {cc.cores.lo:g}..{cc.cores.hi:g} cores",
+            "latency spread",
+            spread,
+            f"<= {100 * CORE_COUNT_TOL:g}%",
+            spread <= CORE_COUNT_TOL + EPS,
+            f"{ctx.engine} ({ctx.chip.cores} cores)",
+            "; ".join(detail),
+        )
+    ]
+
+
+def _scramble_workloads(ctx: Ctx) -> tuple[Workload, Workload]:
+    sc = ctx.meas.facts.scrambling
+    lb = ctx.chip.line_bytes
+    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.meas.table_a.n
+    size = int(ctx.meas.geo.bytes_per_core(SCRAMBLE_D, n))
+    span = int(sc.span.value * (1 << 20)) // lb * lb
+    rng = random.Random(SCRAMBLE_SEED)
+    cores = range(ctx.chip.cores)
+    base = Workload(tuple((Task(c * size, size),) for c in cores))
+    scram = Workload(
+        tuple((Task(rng.randrange(0, (span - size) // lb) * lb, size),) for _ in cores)
+    )
+    return base, scram
+
+
+def _scramble_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(h, w) for w in _scramble_workloads(ctx)]
+
+
+def _scramble_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    sc = ctx.meas.facts.scrambling
+    base, scram = _scramble_workloads(ctx)
+    change = ctx.time(h, base) / ctx.time(h, scram) - 1
+    meas_change = _rel(sc.scrambled.value, sc.baseline.value)
+    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.meas.table_a.n
+    return [
+        Row(
+            "point_facts",
+            f"scrambled core bases over {sc.span}",
+            "model",
+            change,
+            f"{sc.baseline} -> {sc.scrambled} ({100 * meas_change:+.1f}%)",
+            "throughput change",
+            change,
+            f"|change| < {100 * SCRAMBLE_TOL:g}%",
+            abs(change) < SCRAMBLE_TOL,
+            f"{ctx.engine} ({ctx.chip.cores} cores)",
+            f"D = {SCRAMBLE_D}, N = {n}, seed {SCRAMBLE_SEED}; the model has no DRAM "
+            "banks and its credit depends on the size alone",
+        )
+    ]
+
+
+# ---------------------------------------------------------------- the ceiling
+
+
+def _ceiling_sweep(ctx: Ctx) -> list[Workload]:
+    lo, hi, step = CEILING_SWEEP_D
+    n = ctx.meas.table_a.n if ctx.meas.table_a else 256 * ctx.chip.cores
+    return [ctx.lines(int(x)) for x in ctx.meas.geo.lines_per_core(np.arange(lo, hi + 1, step), n)]
+
+
+def _ceiling_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return [(m, w) for m in hyps.registry() for w in _ceiling_sweep(ctx)]
+
+
+def _greedy(ctx: Ctx) -> tuple[Chip, Workload]:
+    p = ctx.chip.profile
+    greedy = Profile(
+        name=f"{p.name}-greedy",
+        ns_per_cycle=p.ns_per_cycle,
+        overhead_us=p.overhead_us,
+        latency_cycles=GREEDY["latency_cycles"],
+        window_lines=min(GREEDY["window_lines"], ctx.chip.geometry.kmem_lines),
+        core_rate_q16=1 << 16,
+        ceiling_gbps=p.ceiling_gbps,
+    )
+    return ctx.chip.with_profile(greedy), ctx.lines(1024)
+
+
+def _ceiling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    chip = ctx.chip
+    ceiling = chip.ceiling_gbps
+    worst_t = worst_s = 0.0
+    for m in hyps.registry():
+        for w in _ceiling_sweep(ctx):
+            r = ctx(m, w)
+            worst_t = max(worst_t, r.gbps)
+            worst_s = max(worst_s, chip.stream_gbps(r.bytes_total, r.cycles))
+    n = ctx.meas.table_a.n if ctx.meas.table_a else 256 * chip.cores
+    lo, hi, _ = CEILING_SWEEP_D
+    rows = [
+        Row(
+            "platform",
+            f"ceiling: D = {lo}..{hi} sweep, N = {n}, all modes",
+            "model",
+            worst_t,
+            f"physical ceiling {ceiling:g} GB/s",
+            "GB/s",
+            None,
+            f"<= {ceiling:g} GB/s",
+            worst_t <= ceiling and worst_s <= ceiling,
+            "analytic",
+            f"streaming rate without the overhead peaks at {worst_s:.1f} GB/s",
+        )
+    ]
+    greedy, w = _greedy(ctx)
+    res = contract.run("model", ctx.fixed, greedy, w)
+    stream = greedy.stream_gbps(res.bytes_total, res.cycles)
+    demand = chip.cores * chip.line_bytes / greedy.profile.ns_per_cycle
+    rows.append(
+        Row(
+            "platform",
+            f"ceiling: {chip.cores} cores each wanting 1 line/cycle",
+            "model",
+            stream,
+            f"physical ceiling {ceiling:g} GB/s",
+            "GB/s",
+            None,
+            f"<= {ceiling:g} GB/s",
+            stream <= ceiling and res.gbps <= ceiling,
+            f"model ({chip.cores} cores)",
+            f"demand {demand:.1f} GB/s; with overhead {res.gbps:.1f} GB/s; "
+            f"latency {greedy.profile.latency_cycles}, window {greedy.profile.window_lines}, "
+            f"{w.bytes_total(chip.line_bytes) // chip.cores >> 10} KiB per core",
+        )
+    )
+    if ctx.meas.platform is not None:
+        p = chip.profile
+        rate = p.core_rate_q16 / (1 << 16) * chip.line_bytes / p.ns_per_cycle
+        asym = chip.cores * rate
+        anemll = ctx.meas.platform.anemll
+        err = _rel(asym, anemll.value)
+        rows.append(
+            Row(
+                "platform",
+                "anemll-bench lm_head streaming",
+                "info",
+                asym,
+                f"{anemll} ({anemll.source.title})",
+                "GB/s",
+                err,
+                f"+-{100 * TOWARDS_TOL:g}% (other workload)",
+                abs(err) <= TOWARDS_TOL,
+                "analytic",
+                f"model: {chip.cores} cores at the fitted per-core rate, large transfers off "
+                "the notch",
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- the specifications
+
+SPECS: tuple[Spec, ...] = (
+    Spec("table_a", "model", ("table_a",), _table_a_want, _table_a_rows),
+    Spec("points", "model", (), _point_want, _point_rows),
+    Spec("floor", "model", ("floor",), _floor_want, _floor_rows),
+    Spec("nominal", "model", ("nominal", "v_notch"), _nominal_want, _nominal_rows),
+    Spec("k_scaling", "model", ("floor", "k_scaling"), _floor_want, _k_scaling_rows),
+    Spec("split", "model", ("split",), _split_want, _split_rows),
+    Spec("control", "model", ("control_bytes",), _control_want, _control_rows),
+    Spec("only_total", "model", ("only_total",), _only_total_want, _only_total_rows),
+    Spec("laps", "info", ("lap_times", "floor"), _lap_want, _lap_rows),
+    Spec("nominal_high", "info", ("nominal",), _nominal_high_want, _nominal_high_rows, "analytic"),
+    Spec("v", "hypothesis", ("floor", "v_notch", "k_scaling"), _v_want, _v_rows),
+    Spec(
+        "slope_k",
+        "info",
+        ("floor", "v_notch", "k_scaling"),
+        _slope_k_want,
+        _slope_k_rows,
+        "analytic",
+    ),
+    Spec("core_count", "model", ("core_count",), _core_count_want, _core_count_rows),
+    Spec("scrambling", "model", ("scrambling",), _scramble_want, _scramble_rows),
+    Spec("ceiling", "model", (), _ceiling_want, _ceiling_rows, "analytic"),
+)
