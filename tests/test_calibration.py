@@ -12,31 +12,35 @@ from pathlib import Path
 
 import pytest
 
-from ane_kdma import calibrate, engines, measured
+from ane_kdma import calibrate, contract
+from ane_kdma import chip as chips
+from ane_kdma import hypotheses as hyps
+from ane_kdma.cli import calibrate as calibrate_cmd
 from ane_kdma.errors import InputError
-from ane_kdma.hw import RING_LINES, CreditMode
-from ane_kdma.profile import load
+from ane_kdma.profile import load_profile
+
+CHIP = chips.load()
 
 
 @pytest.fixture(scope="module")
 def cal() -> calibrate.Calibration:
-    return calibrate.fit()
+    return calibrate.fit(CHIP)
 
 
 def test_committed_profile_is_the_fit(cal: calibrate.Calibration) -> None:
-    committed, fitted = load("m3"), cal.profile
+    committed, fitted = CHIP.profile, cal.profile
     assert committed.name == fitted.name == "m3"
     assert committed.latency_cycles == fitted.latency_cycles
     assert committed.window_lines == fitted.window_lines
     assert committed.core_rate_q16 == fitted.core_rate_q16
     assert committed.overhead_us == pytest.approx(fitted.overhead_us, abs=1e-3)
-    assert committed.ns_per_cycle == fitted.ns_per_cycle == calibrate.NS_PER_CYCLE
-    assert committed.ceiling_gbps == fitted.ceiling_gbps
+    assert committed.ns_per_cycle == fitted.ns_per_cycle == CHIP.ns_per_cycle_hand_set
+    assert committed.ceiling_gbps == fitted.ceiling_gbps == CHIP.ceiling_gbps
     assert committed.notes == fitted.notes
 
 
 def test_fit_is_deterministic(cal: calibrate.Calibration) -> None:
-    again = calibrate.fit()
+    again = calibrate.fit(CHIP)
     assert again.profile == cal.profile
 
 
@@ -53,48 +57,35 @@ def test_fit_respects_the_stated_facts(cal: calibrate.Calibration) -> None:
 
 
 def test_confirmed_on_the_cycle_model(cal: calibrate.Calibration) -> None:
-    assert calibrate.confirm(cal)["max_cycle_diff"] == 0
+    assert calibrate.confirm(CHIP, cal)["max_cycle_diff"] == 0
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    return argparse.Namespace(**{"chip": None, "profile": None, "json": False, "out": None, **kw})
 
 
 def test_cli_writes_atomically(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m3.json"
-    args = argparse.Namespace(out=out, measured=None, json=True)
-    assert calibrate.run_calibrate(args) == 0
+    assert calibrate_cmd.run(_args(out=out, json=True)) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["profile"]["latency_cycles"] == load(str(out)).latency_cycles
+    assert doc["profile"]["latency_cycles"] == load_profile(out).latency_cycles
     assert doc["confirmed_on_cycle_model"]["max_cycle_diff"] == 0
     assert [p.name for p in tmp_path.iterdir()] == ["m3.json"]  # no temp file left
-    assert out.read_text() == load("m3").to_json()
+    assert out.read_text() == CHIP.profile.to_json()
 
 
 def test_human_report_prints_residuals(cal: calibrate.Calibration) -> None:
-    text = calibrate.render(cal, Path("m3.json"))
+    text = calibrate.render(cal, "m3.json")
     assert "fit residuals" in text and "Table A D=576" in text and "D=2048 point" in text
     assert "hand-set" in text and "tie-break" in text
 
 
 def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputError):
-        calibrate.run_calibrate(
-            argparse.Namespace(out=tmp_path / "nodir" / "p.json", measured=None, json=False)
-        )
+        calibrate_cmd.run(_args(out=tmp_path / "nodir" / "p.json"))
     with pytest.raises(InputError):
-        calibrate.run_calibrate(argparse.Namespace(out=tmp_path, measured=None, json=False))
-    with pytest.raises(InputError):
-        measured.load(tmp_path)  # no datasets there
+        calibrate_cmd.run(_args(out=tmp_path))
     assert list(tmp_path.iterdir()) == []
-
-
-def test_bad_measured_file_is_one_line_error(tmp_path: Path) -> None:
-    src = measured.MEASURED_DIR
-    for name in ("table_a.json", "point_facts.json", "platform.json"):
-        (tmp_path / name).write_text((src / name).read_text())
-    doc = json.loads((tmp_path / "table_a.json").read_text())
-    del doc["replicas"]["b"]["unit"]
-    (tmp_path / "table_a.json").write_text(json.dumps(doc))
-    with pytest.raises(InputError) as err:
-        measured.load(tmp_path)
-    assert "unit" in str(err.value) and "\n" not in str(err.value)
 
 
 def _verilator() -> str | None:
@@ -112,12 +103,14 @@ def test_rtl_equals_model_at_fitted_settings() -> None:
     missing = _verilator()
     if missing:
         pytest.skip(f"Verilator unavailable: {missing}")
-    settings = load("m3").settings
-    d2016 = int(measured.lines_per_core(2016, 4096))
-    for mode in CreditMode:
-        seqs = [[RING_LINES]]
-        if mode is CreditMode.SIGNED:
-            seqs += [[d2016], [RING_LINES // 2, RING_LINES // 2]]
-        rtl = engines.cycles("rtl", mode, settings, seqs)
-        model = engines.cycles("model", mode, settings, seqs)
-        assert rtl == model, f"{mode.name}: RTL {rtl} != model {model} for {seqs}"
+    lb, ring = CHIP.line_bytes, CHIP.ring_lines
+    for h in hyps.in_rtl():
+        loads = [contract.Workload.from_size(ring * lb, 1)]
+        if h.name == hyps.DEFAULT_BUGGY:
+            loads += [
+                contract.Workload.from_size(16128 * lb, 1),
+                contract.Workload.from_size(ring * lb, 1, 2),
+            ]
+        rtl = [r.counters for r in contract.run_many("rtl", h, CHIP, loads)]
+        model = [r.counters for r in contract.run_many("model", h, CHIP, loads)]
+        assert rtl == model, f"{h.name}: RTL {rtl} != model {model}"

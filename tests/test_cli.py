@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ane_kdma.cli import main, split_lines
+from ane_kdma.chip import data_dir
+from ane_kdma.cli import main
+from ane_kdma.contract import split_lines
 from ane_kdma.errors import InputError
-from ane_kdma.profile import REPO
 
-DUMPS = REPO / "data" / "dumps"
+DUMPS = data_dir() / "dumps"
 
 
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
@@ -81,12 +82,13 @@ def test_split_lines() -> None:
         (["predict", "--bytes-per-core", "0"], "must be positive"),
         (["predict", "--bytes-per-core", "-64"], "must be positive"),
         (["predict", "--bytes-per-core", "abc"], "not an integer"),
-        (["predict", "--bytes-per-core", "63"], "not a multiple of 64"),
+        (["predict", "--bytes-per-core", "63"], "not a positive multiple of 64"),
         (["predict", "--bytes-per-core", str(1 << 32)], "32-bit"),
         (["predict", "--bytes-per-core", "64", "--engine", "spice"], "unknown engine"),
         (["predict", "--bytes-per-core", "64", "--variant", "foo"], "unknown variant"),
         (["predict", "--bytes-per-core", "64", "--split", "2"], "cannot split"),
-        (["predict", "--bytes-per-core", "64", "--profile", "m9"], "no such profile"),
+        (["predict", "--bytes-per-core", "64", "--profile", "m9"], "profile missing"),
+        (["predict", "--bytes-per-core", "64", "--chip", "m9"], "no such chip"),
         (["replay", "/nonexistent/dump.bin"], "no such file"),
         (["frobnicate"], "invalid choice"),
     ],

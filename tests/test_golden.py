@@ -12,7 +12,9 @@ import math
 
 import pytest
 
-from ane_kdma.profile import REPO
+from ane_kdma.chip import data_dir
+
+REPO = data_dir().parent
 
 _spec = importlib.util.spec_from_file_location("golden", REPO / "tools" / "golden.py")
 golden = importlib.util.module_from_spec(_spec)

@@ -6,27 +6,31 @@ import json
 
 import pytest
 
+from ane_kdma import chip as chips
+from ane_kdma import hypotheses as hyps
 from ane_kdma.cli import main
 from ane_kdma.errors import InputError
-from ane_kdma.hw import RING_LINES
 from ane_kdma.llm import get_model, load_models
 from ane_kdma.plan import Shape, plan_shape
-from ane_kdma.profile import load
+
+CHIP = chips.load()
+RING_LINES = CHIP.ring_lines
+SIGNED = hyps.get("signed")
 
 
 def test_shape_parse_and_share() -> None:
-    s = Shape.parse("2048x8192")
+    s = Shape.parse("2048x8192", CHIP)
     assert (s.cin, s.cout) == (2048, 8192)
     assert s.bytes_per_core() == 2048 * 8192 * 2 // 16 == 2 * (1 << 20)
     assert s.bytes_per_core(4) == 512 * 1024
     for bad in ("2048", "0x4096", "2048x100", "axb"):
         with pytest.raises(InputError):
-            Shape.parse(bad)
+            Shape.parse(bad, CHIP)
 
 
 def test_plan_skips_a_split_that_lands_in_the_notch_again() -> None:
     """2 MiB per core (k = 2): halves are 1 MiB, still a notch; quarters clear it."""
-    row = plan_shape(Shape.parse("2048x8192"), load())
+    row = plan_shape(Shape.parse("2048x8192", CHIP), CHIP, SIGNED)
     assert row.affected and (row.k, row.x) == (2, 0)
     assert row.splits == 4 and row.chunk_bytes_per_core == 512 * 1024
     assert row.time_us_after < row.time_us_before / 2
@@ -34,7 +38,7 @@ def test_plan_skips_a_split_that_lands_in_the_notch_again() -> None:
 
 
 def test_plan_leaves_clear_weights_alone() -> None:
-    row = plan_shape(Shape.parse("2048x2048"), load())
+    row = plan_shape(Shape.parse("2048x2048", CHIP), CHIP, SIGNED)
     assert not row.affected and row.splits == 1
     assert row.time_us_after == row.time_us_before
 
@@ -81,7 +85,7 @@ def test_llm_models_and_rates(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_llm_weights_cover_the_model() -> None:
     m = get_model("llama-3.2-1b")
-    total = sum(s.cin * s.cout * n for s, n in m.weights())
+    total = sum(s.cin * s.cout * n for s, n in m.weights(CHIP.cores))
     per_layer = 2048 * (2048 + 512 + 512) + 2048 * 2048 + 3 * 2048 * 8192
     assert total == 16 * per_layer + 2048 * 16032 * 8
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -11,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from ane_kdma import chip as chips
 from ane_kdma import regdump
+from ane_kdma.chip import Chip, TdLayout
+from ane_kdma.cli import common
+from ane_kdma.cli import dump as dump_cli
+from ane_kdma.contract import Task, Workload
 from ane_kdma.errors import InputError
 from ane_kdma.regdump import (
     DUMP_DIR,
     TD_BYTES,
     CoreTransfer,
     DumpTask,
-    add_dump_command,
     describe,
     detect_format,
     dump_words,
@@ -57,6 +62,13 @@ def sizes_text(size: int, cores: range = range(16)) -> str:
 
 def bases_text(size: int, cores: range = range(16)) -> str:
     return "".join(f"TD+0x{0x74 + 4 * i:03x} 0x{i * size:08x}\n" for i in cores)
+
+
+def no_bases(cores: str = "cores 0-15") -> str:
+    """The warning a task carries when the dump leaves enabled cores' bases out."""
+    return (
+        f"no base in the dump for {cores}: a replay uses the TD convention core i base = i x size"
+    )
 
 
 # --------------------------------------------------------------------------- published dumps
@@ -360,12 +372,17 @@ def test_stride_mirror_and_stream_word_warnings() -> None:
         "TD+0x134 0x00000800\nTD+0x1f0 0x00008040\nTD+0x1f4 0x00008000\nTD+0x028 0x12345678\n"
     )
     assert task_from_dump(parse_text(text)).warnings == (
+        no_bases(),
         "L2 stride 0x00008040 is not 16 x Cin (0x00008000)",
         "stride mirror 0x00008000 at 0x1f4 differs from stride 0x00008040",
         "word 0x12345678 at 0x028 is not the KernelDMASrc stream word 0xf401f800: "
         "this may be another TD layout",
     )
-    good = sizes_text(0x100000) + "TD+0x028 0xf401f800\nTD+0x134 0x800\nTD+0x1f0 0x8000\n"
+    good = (
+        sizes_text(0x100000)
+        + bases_text(0x100000)
+        + "TD+0x028 0xf401f800\nTD+0x134 0x800\nTD+0x1f0 0x8000\n"
+    )
     assert task_from_dump(parse_text(good)).warnings == ()
 
 
@@ -379,7 +396,10 @@ def test_cin_cout_must_match_the_core_size() -> None:
         "but the core size is 0x00100000 (1048576) bytes"
     )
     no_cin = task_from_dump(parse_text(sizes_text(0x100000)), cout=4096)
-    assert no_cin.warnings == ("Cout 4096 given but Cin is not in the dump: size not checked",)
+    assert no_cin.warnings == (
+        "Cout 4096 given but Cin is not in the dump: size not checked",
+        no_bases(),
+    )
 
 
 @pytest.mark.parametrize("cout", [0, -4096, True, "4096"])
@@ -462,10 +482,16 @@ def test_empty_bytes_and_odd_lengths() -> None:
 
 
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="ane-kdma")
-    add_dump_command(parser.add_subparsers(dest="command", required=True))
+    parser = common.Parser(prog="ane-kdma")
+    dump_cli.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)
+
+
+def _namespace(**given: object) -> argparse.Namespace:
+    """What the dump parser would hand run(), for calls that skip the parser."""
+    args = {"d": 2048, "n": 4096, "format": "text", "out": None, "json": False, "chip": None}
+    return argparse.Namespace(**{**args, "profile": None, **given})
 
 
 def test_cli_dump_text_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
@@ -525,8 +551,192 @@ def test_cli_missing_directory_and_bad_sizes(tmp_path: Path) -> None:
     out = tmp_path / "nowhere" / "td.txt"
     with pytest.raises(InputError, match="no such directory"):
         _cli(["dump", "--d", "2048", "--n", "4096", "--out", str(out)])
-    with pytest.raises(InputError, match="D must be a positive integer, got -1"):
+    with pytest.raises(InputError, match="argument --d: must be positive: -1"):
         _cli(["dump", "--d", "-1", "--n", "4096"])
+    with pytest.raises(InputError, match="D must be a positive integer, got -1"):
+        dump_cli.run(_namespace(d=-1))
     with pytest.raises(InputError, match="N must be a multiple of 16"):
         _cli(["dump", "--d", "2048", "--n", "4095", "--out", str(tmp_path / "x.txt")])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_sizes_take_any_integer_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli(["dump", "--d", "0x800", "--n", "4_096"]) == 0
+    assert capsys.readouterr().out == write_dump(2048, 4096, "text").decode()
+    with pytest.raises(InputError, match="argument --n: not an integer: '4096.0'"):
+        _cli(["dump", "--d", "2048", "--n", "4096.0"])
+
+
+def test_cli_run_takes_a_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert dump_cli.run(_namespace(d=2052, format="zin")) == 0
+    assert capsys.readouterr().out == write_dump(2052, 4096, "zin").decode()
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@pytest.mark.parametrize("d", PUBLISHED)
+@pytest.mark.parametrize("fmt", ["text", "zin", "bin"])
+def test_to_workload_keeps_every_core_base_and_size(d: int, fmt: str) -> None:
+    m3 = chips.load()
+    size, core15 = TABLE[d][1], TABLE[d][4]
+    task = load_task(published(d, fmt), chip=m3)
+    load = task.to_workload(m3)
+    assert len(load.cores) == m3.cores == 16
+    assert load == Workload(tuple((Task(i * size, size),) for i in range(16)))
+    assert load.cores[15] == (Task(core15, size),)
+    assert task.warnings == ()
+
+
+def test_missing_bases_take_the_convention_and_say_so() -> None:
+    task = task_from_dump(parse_text(sizes_text(0x100000)))
+    assert task.warnings == (no_bases(),)
+    assert [c.base for c in task.cores] == [None] * 16  # the task itself invents nothing
+    load = task.to_workload(chips.load())
+    assert load.cores == tuple((Task(i * 0x100000, 0x100000),) for i in range(16))
+    assert f"warning: {no_bases()}" in describe(parse_text(sizes_text(0x100000)))
+
+
+def test_given_bases_are_kept_and_only_missing_ones_assumed() -> None:
+    given = "".join(
+        f"TD+0x{0x74 + 4 * i:03x} 0x{0x4000000 + i * 0x100000:08x}\n" for i in range(16) if i != 3
+    )
+    task = task_from_dump(parse_text(sizes_text(0x100000) + given))
+    assert task.warnings == (no_bases("core 3"),)
+    load = task.to_workload(chips.load())
+    assert load.cores[2] == (Task(0x4200000, 0x100000),)
+    assert load.cores[3] == (Task(0x300000, 0x100000),)
+    assert load.cores[4] == (Task(0x4400000, 0x100000),)
+
+
+def test_disabled_cores_sit_out_at_their_index() -> None:
+    zin = "// ZinIrRegBitPrintOutDebug_7u_\n"
+    for i in range(16):
+        zin += f"aneRegs.KernelDMASrc.CoeffDMAConfig[{i}].En = {1 if i in (1, 5) else 0}\n"
+        zin += f"aneRegs.KernelDMASrc.CoeffBfrSize[{i}].MemBfrSize = 1048576\n"
+        zin += f"aneRegs.KernelDMASrc.CoeffBaseAddr[{i}].Addr = {i * 1048576}\n"
+    load = task_from_dump(parse_text(zin)).to_workload(chips.load())
+    assert load.enabled == [1, 5]
+    assert load.cores[5] == (Task(0x500000, 0x100000),)
+    assert sum(seq is None for seq in load.cores) == 14
+
+
+def test_workload_refuses_a_core_the_chip_lacks() -> None:
+    task = load_task(published(2048, "text"))
+    with pytest.raises(InputError, match="core 8 is enabled but chip synthetic has 8 cores"):
+        task.to_workload(synthetic_chip())
+
+
+# --------------------------------------------------------------------------- other layouts
+
+# A made-up layout: other offsets (sizes before bases), another TD size, header,
+# stream word and stride rule, and 8 cores. Nothing of m3's may leak into it.
+SYNTH_TD = TdLayout(
+    bytes=0x180,
+    stream_word=0xA5A50001,
+    zin_header="// ZinIrRegBitPrintOutDebug_9u_",
+    stride_per_cin=8,
+    exe_cycles=0x00C,
+    stream=0x010,
+    coeff_dma_config=0x020,
+    coeff_base=0x060,
+    coeff_size=0x040,
+    cin=0x100,
+    stride=0x104,
+    stride_mirror=0x170,
+    result_base=0x110,
+)
+
+
+def synthetic_chip() -> Chip:
+    return dataclasses.replace(chips.load(), name="synthetic", cores=8, td=SYNTH_TD)
+
+
+def test_field_map_follows_the_layout() -> None:
+    m3 = chips.load()
+    assert regdump.FIELDS == regdump.layout.fields(m3.td, 16)
+    assert TD_BYTES == m3.td.bytes == 0x274
+    specs = {s.name: s for s in regdump.layout.fields(SYNTH_TD, 8)}
+    assert regdump.layout.fields(SYNTH_TD, 8) is regdump.layout.fields(SYNTH_TD, 8)  # cached
+    size7 = specs["KernelDMASrc.CoeffBfrSize[7].MemBfrSize"]
+    assert (size7.offset, size7.zin) == (0x05C, "aneRegs.KernelDMASrc.CoeffBfrSize[7].MemBfrSize")
+    assert "KernelDMASrc.CoeffBfrSize[8].MemBfrSize" not in specs
+    assert specs["KernelDMASrc.CoeffDMAConfig[1].PrefetchParticipateEn"].offset == 0x024
+    offsets = [s.offset for s in regdump.layout.fields(SYNTH_TD, 8)]
+    assert offsets == sorted(offsets)  # TD order
+
+
+@pytest.mark.parametrize("fmt", regdump.FORMATS)
+def test_synthetic_layout_round_trips(fmt: str) -> None:
+    chip = synthetic_chip()
+    size = 4096 // 8 * 2048 * 2
+    data = write_dump(2048, 4096, fmt, chip)
+    if fmt == "bin":
+        assert len(data) == 0x180
+    if fmt == "zin":
+        assert data.decode().startswith("// ZinIrRegBitPrintOutDebug_9u_\n")
+        assert "(fp16, 8 cores)" in data.decode()
+    dump = parse_dump(data, "synthetic", chip)
+    assert dump.fmt == fmt
+    assert dump.get("KernelDMASrc.CoeffBfrSize[7].MemBfrSize") == size
+    assert dump.get("KernelDMASrc.CoeffBaseAddr[7].Addr") == 7 * size
+    assert dump.get("L2.SourceRowStride.Stride") == 8 * 2048
+    made = dump_words(2048, 4096, chip)
+    assert made[0x040] == size and made[0x104] == made[0x170] == 8 * 2048
+    assert {off: dump.words[off] for off in made if off in dump.known} == {
+        off: v
+        for off, v in made.items()
+        if fmt != "zin" or off != 0x170  # mirror: no Zin name
+    }
+    task = task_from_dump(dump, cout=4096)
+    assert task.cores == tuple(CoreTransfer(i, i * size, size, "size") for i in range(8))
+    assert (task.cin, task.warnings) == (2048, ())
+    assert (task.lines_per_core, task.k, task.x) == (0x8000, 2, 0)
+    assert task.to_workload(chip) == Workload(tuple((Task(i * size, size),) for i in range(8)))
+
+
+def test_synthetic_layout_drives_checks_and_messages() -> None:
+    chip = synthetic_chip()
+    text = write_dump(2048, 4096, "text", chip)
+    with pytest.raises(InputError, match=r"none of CoeffBfrSize\[0\.\.15\] \(0x0b4-0x0f0\)"):
+        task_from_dump(parse_dump(text, "as m3"))  # m3 finds no sizes at these offsets
+    with pytest.raises(InputError, match=r"none of CoeffBfrSize\[0\.\.7\] \(0x040-0x05c\)"):
+        task_from_dump(parse_dump(b"TD+0x0b4 0x00100000\n", "t", chip))
+    with pytest.raises(InputError, match="outside the 0x180-byte TD"):
+        parse_dump(b"TD+0x180 0x1\n", "t", chip)
+    with pytest.raises(InputError, match="truncated TD binary: 384 bytes"):
+        parse_dump(write_dump(2048, 4096, "bin", chip))  # read as m3: too short
+    words = {**dump_words(2048, 4096, chip), 0x010: 0xF401F800, 0x104: 0x8000}
+    odd = "".join(f"TD+0x{off:03x} 0x{value:08x}\n" for off, value in words.items())
+    assert task_from_dump(parse_dump(odd.encode(), "t", chip), cout=4096).warnings == (
+        "L2 stride 0x00008000 is not 8 x Cin (0x00004000)",
+        "stride mirror 0x00004000 at 0x170 differs from stride 0x00008000",
+        "word 0xf401f800 at 0x010 is not the KernelDMASrc stream word 0xa5a50001: "
+        "this may be another TD layout",
+    )
+
+
+def test_cli_dump_takes_the_chip_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "synthetic"
+    shutil.copytree(chips.chips_dir() / "m3", folder)
+    doc = json.loads((folder / "chip.json").read_text())
+    doc.update(name="synthetic", cores=8)
+    doc["td"].update(
+        bytes=hex(SYNTH_TD.bytes),
+        stream_word=hex(SYNTH_TD.stream_word),
+        zin_header=SYNTH_TD.zin_header,
+        stride_per_cin=SYNTH_TD.stride_per_cin,
+        offsets={name: hex(getattr(SYNTH_TD, name)) for name in TdLayout.OFFSETS},
+    )
+    (folder / "chip.json").write_text(json.dumps(doc))
+    assert chips.load(folder).td == SYNTH_TD
+    assert _cli(["dump", "--chip", str(folder), "--d", "2048", "--n", "4096"]) == 0
+    assert capsys.readouterr().out == write_dump(2048, 4096, "text", synthetic_chip()).decode()
+    out = tmp_path / "td.bin"
+    argv = ["dump", "--chip", str(folder), "--d", "2048", "--n", "4096", "--format", "bin"]
+    assert _cli([*argv, "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["bytes_per_core"], summary["k"], summary["x"]) == (0x200000, 2, 0)
+    assert out.read_bytes() == write_dump(2048, 4096, "bin", synthetic_chip())
+    with pytest.raises(InputError, match="N must be a multiple of 8"):
+        _cli(["dump", "--chip", str(folder), "--d", "2048", "--n", "4100"])

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ane_kdma import chip as chips
 from ane_kdma import sweep
+from ane_kdma.cli import sweep as sweep_cmd
 from ane_kdma.errors import InputError
-from ane_kdma.profile import load
+
+CHIP = chips.load()
 
 FILES = {
     "sweep.csv",
@@ -32,6 +35,7 @@ def _args(out: Path, **kw: object) -> argparse.Namespace:
         "d_max": 16384,
         "d_step": 64,
         "n": 4096,
+        "chip": None,
         "profile": None,
         "json": True,
     }
@@ -42,7 +46,7 @@ def _args(out: Path, **kw: object) -> argparse.Namespace:
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("sweep") / "out"
-    assert sweep.run_sweep(_args(d)) == 0
+    assert sweep_cmd.run(_args(d)) == 0
     return d
 
 
@@ -72,6 +76,7 @@ def _sweep_from_csv(out: Path) -> sweep.Sweep:
         time_us={m: t[f"{m}_time_us"] for m in names},
         gbps={m: t[f"{m}_gbps"] for m in names},
         engine="csv",
+        ring_lines=CHIP.ring_lines,
     )
 
 
@@ -79,7 +84,7 @@ def test_dominant_wavelength_is_one_lap(out: Path) -> None:
     """From the data, not the image: the buggy sweep repeats every 2048 in D at N = 4096."""
     sw = _sweep_from_csv(out)
     assert sw.d[0] == 64 and sw.d[-1] == 16384 and sw.n == 4096
-    spec = sweep.spectrum(sw)
+    spec = sweep.spectrum(sw, CHIP)
     assert spec.dominant["signed"] == pytest.approx(2048)
     assert spec.dominant["literal"] == pytest.approx(2048)
 
@@ -89,8 +94,8 @@ def test_fixed_has_no_notch(out: Path) -> None:
     fixed, signed = sw.gbps["fixed"], sw.gbps["signed"]
     assert np.all(np.diff(fixed) >= -1e-3)  # rises with size, never dips
     step = int(sw.d[1] - sw.d[0])
-    assert np.allclose(sweep.notch_signal(fixed, step, sw.n), 0.0, atol=1e-3)
-    assert sweep.spectrum(sw).dominant["fixed"] is None
+    assert np.allclose(sweep.notch_signal(fixed, step, sw.n, 256, 64, 16), 0.0, atol=1e-3)
+    assert sweep.spectrum(sw, CHIP).dominant["fixed"] is None
     laps = sw.d % 2048 == 0
     assert np.all(signed[laps] < 19.5) and np.all(fixed[laps] > 40)
 
@@ -107,7 +112,7 @@ def test_overlay_laps_lie_on_one_another(out: Path) -> None:
 
 
 def test_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sweep.run_sweep(_args(tmp_path / "o", d_min=128, d_max=8192, d_step=128))
+    sweep_cmd.run(_args(tmp_path / "o", d_min=128, d_max=8192, d_step=128))
     doc = json.loads(capsys.readouterr().out)
     assert doc["dominant_wavelength_d"]["signed"] == pytest.approx(2048)
     assert doc["dominant_wavelength_d"]["fixed"] is None
@@ -127,7 +132,7 @@ def test_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 )
 def test_bad_input(tmp_path: Path, kw: dict[str, int]) -> None:
     with pytest.raises(InputError):
-        sweep.run_sweep(_args(tmp_path / "o", **kw))
+        sweep_cmd.run(_args(tmp_path / "o", **kw))
     assert not (tmp_path / "o").exists()
 
 
@@ -135,10 +140,10 @@ def test_out_is_a_file(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("x")
     with pytest.raises(InputError):
-        sweep.run_sweep(_args(target, d_max=4096))
+        sweep_cmd.run(_args(target, d_max=4096))
     assert target.read_text() == "x"
 
 
 def test_compute_sweep_profile() -> None:
-    sw = sweep.compute_sweep(load(), 1024, 4096, 32, 4096)
+    sw = sweep.compute_sweep(CHIP, 1024, 4096, 32, 4096)
     assert sw.lines[0] == 8 * 1024 and set(sw.gbps) == {"literal", "signed", "fixed"}

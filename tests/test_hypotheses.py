@@ -1,0 +1,157 @@
+"""The hypothesis registry: checked against the RTL package, and open to one more entry.
+
+Adding a hypothesis is the RTL case, one registry entry and (to prove it) a
+formal job. These tests hold the Python side to rtl/kdma_pkg.sv and
+rtl/kdma_credit.sv, and show that an entry added to the registry alone is
+picked up by sweep, validate and erratum.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ane_kdma import chip as chips
+from ane_kdma import hw, sweep, validate
+from ane_kdma import hypotheses as hyps
+from ane_kdma.cli import main
+
+REPO = chips.data_dir().parent
+PKG = (REPO / "rtl" / "kdma_pkg.sv").read_text()
+CREDIT = (REPO / "rtl" / "kdma_credit.sv").read_text()
+CHIP = chips.load()
+G = CHIP.geometry
+
+
+def _localparams() -> dict[str, int]:
+    out = {}
+    for name, expr in re.findall(r"localparam\s+int\s+(\w+)\s*=\s*([^;]+);", PKG):
+        if re.fullmatch(r"\d+", expr.strip()):
+            out[name] = int(expr)
+    return out
+
+
+def _enum() -> dict[str, int]:
+    body = re.search(r"typedef\s+enum\s+logic\s*\[\d+:0\]\s*\{(.*?)\}\s*credit_mode_e", PKG, re.S)
+    assert body, "credit_mode_e not found in kdma_pkg.sv"
+    return {name: int(v) for name, v in re.findall(r"(\w+)\s*=\s*\d+'d(\d+)", body.group(1))}
+
+
+def test_every_enum_member_has_exactly_one_entry() -> None:
+    enum = _enum()
+    in_rtl = {h.rtl_name: h.encoding for h in hyps.in_rtl()}
+    assert in_rtl == enum
+    assert len({h.name for h in hyps.registry()}) == len(hyps.registry())
+
+
+def test_every_entry_has_its_case_in_the_credit_unit() -> None:
+    for h in hyps.in_rtl():
+        assert re.search(rf"^\s*{h.rtl_name}\s*:", CREDIT, re.M), h.rtl_name
+
+
+def test_package_constants_match_python_and_the_m3_chip() -> None:
+    lp = _localparams()
+    assert lp["LINE_BYTES"] == hw.LINE_BYTES == G.line_bytes
+    assert lp["LINE_SHIFT"] == hw.LINE_SHIFT
+    assert lp["ADDR_BITS"] == hw.ADDR_BITS
+    assert lp["COUNT_BITS"] == hw.COUNT_BITS
+    assert lp["RATE_FRAC_BITS"] == hw.RATE_FRAC_BITS
+    assert lp["RING_BITS"] == G.ring_bits
+    assert lp["PREFETCH_MAX_LINES"] == G.prefetch_max_lines
+    assert lp["KMEM_LINES"] == G.kmem_lines
+
+
+@pytest.mark.parametrize("h", hyps.registry(), ids=lambda h: h.name)
+def test_scalar_and_vector_credit_agree(h: hyps.Hypothesis) -> None:
+    rng = random.Random(3)
+    starts = [rng.randrange(0, 1 << 26) for _ in range(400)]
+    sizes = [rng.choice([rng.randrange(1, 9 * G.ring_lines), 5 * G.ring_lines]) for _ in starts]
+    issued = [rng.randrange(0, n + 1) for n in sizes]
+    want = [h.credit(G, s, n, i) for s, n, i in zip(starts, sizes, issued, strict=True)]
+    assert h.credit_array(G, sizes, issued, starts).tolist() == want
+    assert all(0 <= c <= G.prefetch_max_lines for c in want)
+
+
+@pytest.mark.parametrize("h", hyps.registry(), ids=lambda h: h.name)
+def test_declared_start_dependence_holds(h: hyps.Hypothesis) -> None:
+    """depends_on_start=False lets the models treat cores with equal sizes alike: check it."""
+    if h.depends_on_start:
+        pytest.skip(f"{h.name} declares that its credit depends on the start line")
+    sizes = np.arange(1, 9 * G.ring_lines, 97)
+    a = h.credit_array(G, sizes, 0, 0)
+    for start in (1, 0x3F00, 0x3FFF, 12345678):
+        assert np.array_equal(a, h.credit_array(G, sizes, 0, start))
+
+
+def test_the_readings_shapes() -> None:
+    lit, sig, fix = (hyps.get(n) for n in ("literal", "signed", "fixed"))
+    for x in range(-300, 301):
+        n = 3 * G.ring_lines + x
+        assert sig.credit(G, 0x3F00, n, 0) == min(abs(x), 256)  # the V
+        assert lit.credit(G, 0x3F00, n, 0) == (min(x, 256) if x >= 0 else 256)  # one side
+        assert fix.credit(G, 0x3F00, n, n - 1) == 1
+    assert hyps.get("buggy") is sig and not fix.buggy and fix.progress == "remaining"
+
+
+# ---------------------------------------------------------------- a throw-away entry
+
+
+def _ring13(g: hyps.Geometry, start, lines, issued):
+    return hyps.get("signed").scalar(replace(g, ring_bits=13), start, lines, issued)
+
+
+def _ring13_v(g: hyps.Geometry, start, lines, issued):
+    return hyps.get("signed").vector(replace(g, ring_bits=13), start, lines, issued)
+
+
+RING13 = hyps.Hypothesis(
+    name="ring13",
+    rtl_name=None,
+    encoding=None,
+    buggy=True,
+    progress="static",
+    depends_on_start=False,
+    scalar=_ring13,
+    vector=_ring13_v,
+    style={"color": "tab:green", "ls": ":", "lw": 1.2},
+    description="throw-away: the signed reading of a 13-bit ring (notch every 0x2000 lines)",
+)
+
+
+@pytest.fixture()
+def with_ring13(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hyps, "REGISTRY", (*hyps.REGISTRY, RING13))
+
+
+@pytest.mark.usefixtures("with_ring13")
+def test_a_new_entry_reaches_sweep_validate_and_erratum(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sw = sweep.compute_sweep(CHIP, 8, 8192, 8, 4096, "analytic")
+    assert "ring13" in sw.gbps
+    sp = sweep.spectrum(sw, CHIP)
+    assert sp.dominant["ring13"] == pytest.approx(1024, rel=0.02)  # half a 14-bit lap in D
+    assert sp.dominant["signed"] == pytest.approx(2048, rel=0.02)
+    assert "ring13" in sweep.overlay(CHIP, "analytic").excess_us
+
+    report = validate.validate("analytic", CHIP)
+    assert "ring13" in report.fit_error
+    assert any(r.scope == "ring13" for r in report.rows)
+
+    assert main(["erratum", "--laps", "2", "--engine", "analytic", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    # a 13-bit ring aliases at every 0x4000 lines too, so it starves at k x 0x4000 as well
+    assert all(r["ring13/fixed"] > 2 for r in rows)
+
+
+def test_an_entry_outside_the_rtl_is_refused_by_the_rtl_engine() -> None:
+    from ane_kdma import contract
+    from ane_kdma.errors import InputError
+
+    with pytest.raises(InputError, match="no RTL encoding"):
+        contract.run("rtl", RING13, CHIP, contract.Workload.from_size(64, 1))
