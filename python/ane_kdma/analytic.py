@@ -36,6 +36,9 @@ not modeled.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+
 import numpy as np
 
 from ane_kdma.errors import InputError
@@ -43,7 +46,18 @@ from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings
 
-FORMS = ("static", "remaining")  # the registry's progress forms with a closed form here
+FORMS = ("static", "remaining", "paged")  # the registry's progress forms modeled here
+MAX_PHASES = 4096  # governor steps the closed form follows one by one (then merged)
+SIM_PAGES = 32  # pages the paged form simulates to find its period
+
+
+def check_settings(s: Settings) -> None:
+    """The closed form follows the governor's ramp; the other rate mechanisms it does not."""
+    if (s.warm_lines and s.warm_extra_cycles) or s.task_gap_cycles:
+        raise InputError(
+            "the analytic engine has no closed form for a memory warm-up or a per-task cost; "
+            "use --engine model"
+        )
 
 
 def check_form(hyp: Hypothesis) -> None:
@@ -82,21 +96,73 @@ def static_cycles(
     return (grant + period).astype(float)
 
 
+def phases(s: Settings) -> list[tuple[int, int]]:
+    """The governor's rate steps: (first line of the request it applies to, rate Q.16)."""
+    if not s.ramp:
+        return [(0, s.core_rate_q16)]
+    out, r, i = [], s.ramp_start_q16, 0
+    while r < s.core_rate_q16 and len(out) < MAX_PHASES:
+        out.append((i, r))
+        i += s.ramp_step_lines
+        r = min(r + s.ramp_inc_q16, s.core_rate_q16)
+    out.append((i, s.core_rate_q16))
+    return out
+
+
+def token_time(s: Settings, i: np.ndarray) -> np.ndarray:
+    """Fluid cycles the token path needs for lines 1..i of a request (line 0 goes at once).
+
+    While a core waits for line j the refill is the governor's rate after j
+    lines, so line j costs one / rate(j) cycles.
+    """
+    i = np.asarray(i, dtype=float)
+    out = np.zeros_like(i)
+    ph = phases(s)
+    for k, (first, r) in enumerate(ph):
+        nxt = ph[k + 1][0] if k + 1 < len(ph) else np.inf
+        lines = np.clip(np.minimum(i, nxt - 1) - max(first, 1) + 1, 0, None)
+        out += lines * RATE_ONE / r
+    return out
+
+
+def static_ramp_cycles(s: Settings, cap: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """One static task with the governor's ramp: the longest path of the max-plus recurrence.
+
+    A path takes token steps over lines 0..m and round trips (P per cap lines)
+    from m to the last line; slow early lines make token steps worth more early,
+    so the best m is at an end or at a rate step. Exact without a ramp up to the
+    bucket's rounding; the fluid token costs are within a cycle per rate step.
+    """
+    period = max(s.latency, 1) + 2
+    last = np.asarray(lines, dtype=np.int64) - 1
+    cap = np.asarray(cap, dtype=np.int64)
+    cands = [last % cap, last]
+    for first, _ in phases(s)[1:]:
+        for b in (first - 1, first):
+            m = np.clip(b - ((b - last) % cap), last % cap, last)  # <= b, same class as last
+            cands.append(m)
+    best = np.full(last.shape, -np.inf)
+    for m in cands:
+        best = np.maximum(best, token_time(s, m) + ((last - m) // cap) * period)
+    return np.ceil(np.maximum(best, 1) - 1e-9) + period
+
+
 def _stretch(
     buf: np.ndarray | None,
     entry: np.ndarray,
     cap: np.ndarray,
     t: np.ndarray,
-    inv_r: float,
+    inv_r_rows: np.ndarray,
     period: int,
 ) -> np.ndarray:
     """G at offsets t (>= 0) of a constant-cap stretch, from the lines before it.
 
     buf[:, -1] is the line just before the stretch (None: nothing before it);
     entry is the earliest the first line may go by the token path or the task
-    floor.
+    floor; inv_r_rows is each row's cycles per line on the token path.
     """
     c = cap[:, None]
+    inv_r = inv_r_rows[:, None]
     h, u = t // c, t % c
     g = entry[:, None] + np.maximum(t * inv_r, h * period + u * inv_r)
     if buf is None:
@@ -126,8 +192,10 @@ def _pieces(
     pieces[r, j] is the line count of row r's task j; starts[r, j] its start line.
     """
     k, split = pieces.shape
-    inv_r = RATE_ONE / s.core_rate_q16
     period = max(s.latency, 1) + 2
+    first = np.concatenate([np.zeros((k, 1), np.int64), np.cumsum(pieces, axis=1)], axis=1)
+    tok = token_time(s, first)  # the governor's pace: each task at its lines' mean rate
+    inv_rates = (tok[:, 1:] - tok[:, :-1]) / pieces
     clamp = g.prefetch_max_lines
     tail_lines = clamp - 1  # a "remaining" credit is below its clamp on the last clamp-1 lines
     remaining = hyp.progress == "remaining"
@@ -138,6 +206,7 @@ def _pieces(
     ends: list[np.ndarray] = []
     for j in range(split):
         nj = pieces[:, j]
+        inv_r = inv_rates[:, j]
         if j:
             ready = np.floor(ends[-1] + 1e-9) + 1  # grants fall on whole cycles
             if j >= 2:
@@ -169,7 +238,9 @@ def _pieces(
             for m in range(int(tail.max(initial=0)), 0, -1):
                 col = width - m
                 c_m = min(s.window + int(tail_cred[m]), g.kmem_lines)
-                gm = np.maximum(np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor)
+                gm = np.maximum(
+                    np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor
+                )
                 a[:, col] = np.where(m <= tail, gm, a[:, col])
         if not last:
             buf = a[:, -hist:]
@@ -190,11 +261,112 @@ def core_cycles(
     static task; within 1% otherwise (tests/test_analytic.py).
     """
     check_form(hyp)
+    check_settings(s)
     p = np.atleast_2d(np.asarray(pieces, dtype=np.int64))
     if p.size == 0 or np.any(p < 1):
         raise InputError("every task needs at least one line")
     st = np.zeros_like(p) if starts is None else np.broadcast_to(starts, p.shape).astype(np.int64)
-    if hyp.static and p.shape[1] == 1:  # one stretch: the exact formula
+    if hyp.progress == "paged":
+        one = _one_path(hyp, g, p, st)
+        out = np.empty(p.shape[0])
+        if one.any():
+            out[one] = _pieces(hyp, g, s, p[one], st[one])
+        if (~one).any():
+            out[~one] = _paged(hyp, g, s, p[~one], st[~one])
+    elif hyp.static and p.shape[1] == 1:  # one stretch: the longest path in closed form
         cred = hyp.credit_array(g, p[:, 0], 0, st[:, 0])
-        return static_cycles(s.latency, s.window, s.core_rate_q16, cred, p[:, 0], g.kmem_lines)
-    return _pieces(hyp, g, s, p, st)
+        cap = np.minimum(s.window + cred, g.kmem_lines)
+        if s.ramp:
+            out = static_ramp_cycles(s, cap, p[:, 0])
+        else:
+            out = static_cycles(s.latency, s.window, s.core_rate_q16, cred, p[:, 0], g.kmem_lines)
+    else:
+        out = _pieces(hyp, g, s, p, st)
+    return out
+
+
+def _one_path(hyp: Hypothesis, g: Geometry, p: np.ndarray, st: np.ndarray) -> np.ndarray:
+    """Rows whose tasks each sit on one path: credit 0 (all demand) or all speculative.
+
+    Then each task is one stretch with cap window + credit, as for a static
+    credit. One task alone takes the page pattern, which is exact.
+    """
+    c = hyp.credit_array(g, p, 0, st)
+    one = np.all((c == 0) | (c >= np.minimum(p, g.prefetch_max_lines)), axis=1)
+    return one & (p.shape[1] > 1)
+
+
+@lru_cache(maxsize=4096)
+def _page_pattern(g: Geometry, s: Settings, credit: int) -> tuple[tuple[int, ...], int, int]:
+    """Grants of a split-path task with a fixed credit at a constant rate, and their period.
+
+    A bounded micro-simulation on the cycle model (SIM_PAGES pages). After a
+    start-up the grants repeat every q pages, shifted by a fixed number of
+    cycles; returns (grants, q x page lines, cycles per period), so a longer
+    task is that pattern continued. O(1) in the task's size.
+    """
+    from ane_kdma import cyclemodel as cm  # the reference dynamics, for one bounded task
+    from ane_kdma.hypotheses import Hypothesis
+
+    page = g.prefetch_max_lines
+
+    def vec(g_, start, lines, issued):
+        return np.where((np.asarray(issued) % page) < credit, credit, 0) + 0 * np.asarray(lines)
+
+    def scalar(g_, start, lines, issued):
+        return credit if issued % page < credit else 0
+
+    fixed_c = Hypothesis("page-sim", None, None, True, "paged", False, scalar, vec, paths="split")
+    n = SIM_PAGES * page
+    grants = cm.run(fixed_c, g, s, [[(0, n)]]).cores[0].grants
+    half = n // 2
+    for q in range(1, SIM_PAGES // 4 + 1):
+        lag = q * page
+        d = grants[half + lag :] - grants[half : n - lag]
+        if d.size and np.all(d == d[0]):
+            return tuple(int(x) for x in grants), lag, int(d[0])
+    lag = (SIM_PAGES // 4) * page  # no exact period: the mean over the second half
+    return tuple(int(x) for x in grants), lag, round(float(grants[-1] - grants[-1 - lag]))
+
+
+def _grant_at(pattern: tuple[tuple[int, ...], int, int], i: int) -> float:
+    """Grant cycle of line i of the pattern's task, the period continued past the simulation."""
+    grants, lag, cycles = pattern
+    n = len(grants)
+    if i < n:
+        return float(grants[i])
+    periods = -(-(i - (n - 1)) // lag)
+    return float(grants[i - periods * lag] + periods * cycles)
+
+
+def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndarray) -> np.ndarray:
+    """Split-path credit (the paged reading): each task its credit's periodic page pattern.
+
+    Each task follows the grants of a bounded simulation at its credit, the
+    period continued (exact for one task at a constant rate). The governor's
+    rate steps are followed phase by phase, and tasks follow each other back to
+    back; both of these are approximations within about 1%.
+    """
+    period = max(s.latency, 1) + 2
+    flat = replace(
+        s, ramp_start_q16=0, ramp_inc_q16=0, warm_lines=0, warm_extra_cycles=0, task_gap_cycles=0
+    )
+    steps = phases(s)
+    out = np.empty(p.shape[0])
+    for row in range(p.shape[0]):
+        t, done = 0.0, 0  # grant time so far, lines of the request issued so far
+        for j in range(p.shape[1]):
+            n = int(p[row, j])
+            c = int(hyp.credit_array(g, n, 0, st[row, j]))
+            pos, first = 0, True
+            while pos < n:  # one governor phase at a time
+                k = max(i for i, (f, _) in enumerate(steps) if f <= done + pos)
+                end = steps[k + 1][0] - done if k + 1 < len(steps) else n
+                end = min(max(end, pos + 1), n)
+                pat = _page_pattern(g, replace(flat, core_rate_q16=steps[k][1]), c)
+                a = _grant_at(pat, pos - 1) if pos else 0.0
+                t += _grant_at(pat, end - 1) - a + (1 if (first and j) else 0)
+                pos, first = end, False
+            done += n
+        out[row] = np.floor(t + 1e-9) + period
+    return out

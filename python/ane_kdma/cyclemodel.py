@@ -10,8 +10,13 @@ is accepted. For a line granted by the memory in cycle g:
 
 Line i of a core may be requested in cycle c when (lines requested and not yet
 drained) < min(window + credit, KMem lines), with the credit the hypothesis
-gives for the current task and progress; the memory grants it when the core's
-token bucket and the aggregate bucket allow (round-robin over the ports).
+gives for the current task and progress. A hypothesis with split paths sends a
+line with credit 0 down the demand path instead, where only demand lines count
+against the window. The memory grants a line when the core's token bucket (its
+refill set by the core's issue-rate governor) and the aggregate bucket allow
+(round-robin over the ports). The rate mechanisms of :class:`Settings` (the
+governor's ramp, the memory's warm-up, a per-task cost) are all modeled here,
+whether or not the RTL builds them.
 
 A job is, per core, a list of tasks issued back to back: task j goes to every
 enabled core at once, and the top takes it once every core has issued all of
@@ -31,6 +36,7 @@ Two engines compute this:
 
 from __future__ import annotations
 
+import copy
 import heapq
 from collections import deque
 from collections.abc import Sequence
@@ -185,6 +191,68 @@ class _Ready:
         return self.always or self.next(c) == c
 
 
+# ---------------------------------------------------------------- the rate governor
+
+
+class _Governor:
+    """A port's token refill per cycle, as the core's issue-rate governor drives it.
+
+    kdma_core's governor counts the lines granted since the request started
+    (a task taken while the core is idle). At that start its rate register
+    loads ``ramp_start``; every ``ramp_step_lines`` granted lines it adds
+    ``ramp_inc``, up to the core rate. So while a core waits for its line j of
+    a request, the refill is min(rate, start + inc * floor(j / step)) per cycle;
+    in the cycle of the start itself it is still the previous request's rate.
+    Off (no ramp): the core rate, always.
+    """
+
+    def __init__(self, s: Settings) -> None:
+        self.rmax = s.core_rate_q16
+        self.on = s.ramp
+        self.start = s.ramp_start_q16 if self.on else self.rmax
+        self.step, self.inc = s.ramp_step_lines, s.ramp_inc_q16
+        self.rate = self.rmax  # the reset value
+        self.count = 0  # lines granted in this request
+        self.before: list[tuple[int, int]] = []  # (refill, last cycle) of starts since a grant
+
+    def restart(self, e: int) -> None:
+        """A request starts in cycle e: the refill up to e is still the rate held until now."""
+        self.before.append((self.rate, e))
+        self.rate, self.count = self.start, 0
+
+    def _segments(self, c0: int) -> list[tuple[int, int]]:
+        """(refill, last cycle) pieces from cycle c0 on."""
+        return [p for p in self.before if p[1] >= c0] + [(self.rate, 1 << 62)]
+
+    def earliest(self, c0: int, bank: int) -> int:
+        """First cycle c >= c0 with (bank grown by the refills since c0, capped) + refill >= one."""
+        c = c0
+        for r, end in self._segments(c0):
+            need = RATE_ONE - r - bank
+            k = 0 if need <= 0 else -(-need // r)
+            if c + k <= end:
+                return c + k
+            bank = min(bank + (end - c + 1) * r, RATE_ONE)
+            c = end + 1
+        raise AssertionError("unreachable")
+
+    def grant(self, c0: int, bank: int, c: int) -> int:
+        """A grant in cycle c: the bank after it, from `bank` in cycle c0 and none in between."""
+        for r, end in self._segments(c0):
+            last = min(end, c - 1)
+            if last >= c0:
+                bank = min(bank + (last - c0 + 1) * r, RATE_ONE)
+                c0 = last + 1
+            if c <= end:
+                bank += r - RATE_ONE
+                break
+        self.before = []
+        self.count += 1
+        if self.rate < self.rmax and self.count % self.step == 0:
+            self.rate = min(self.rate + self.inc, self.rmax)
+        return bank
+
+
 # ---------------------------------------------------------------- the fast engine
 
 
@@ -220,6 +288,13 @@ class _Group:
         self.epoch = 0  # accept cycle of this core's last start from idle
         self.epoch_line = 0
         self.floor = 1
+        self.split = hyp.paths == "split"
+        self.spec_arr: list[bool] | None = None
+        self.demand_drains: list[int] = []  # drain cycle of every demand-path line, in order
+        self.gov = _Governor(s)
+        self.pop_prev = 0
+        self.lat = max(s.latency, 1)
+        self.pops: list[int] | None = [] if s.warm_lines else None  # kept when latency varies
 
     def copy(self, members: list[int]) -> _Group:
         twin = _Group.__new__(_Group)
@@ -228,6 +303,10 @@ class _Group:
         twin.grants = list(self.grants)
         twin.drains = list(self.drains)
         twin.task_start = list(self.task_start)
+        twin.demand_drains = list(self.demand_drains)
+        twin.gov = copy.copy(self.gov)
+        twin.gov.before = list(self.gov.before)
+        twin.pops = None if self.pops is None else list(self.pops)
         twin.ready = self.ready  # only shared when there is no back-pressure
         return twin
 
@@ -240,51 +319,69 @@ class _Group:
         base, n = self.tasks[j]
         self.j, self.q, self.n = j, 0, n
         self.task_start.append(len(self.grants))
-        self.floor = accept + 1
+        self.floor = accept + 1 + self.s.task_gap_cycles
         self.last_grant_in_task = accept
         if not busy:  # kdma_core clears its counters when it takes a task while idle
             self.epoch, self.epoch_line, self.zero = accept, len(self.grants), 0
+            self.gov.restart(accept)  # a request starts: the governor too
         if self.hyp.static:
             self.cred_static = self.hyp.credit(self.geom, base, n, 0)
             self.cred_arr = None
         else:
             self.cred_static = None
             self.cred_arr = self.hyp.credit_array(self.geom, n, np.arange(n), base).tolist()
+        if self.split:
+            cred = self.cred_arr if self.cred_arr is not None else [self.cred_static] * n
+            self.spec_arr = [c > 0 for c in cred]
 
     @property
     def issuing(self) -> bool:
         return self.q < self.n
 
     # ------------------------------------------------------------ one line
+    def _cred(self) -> int:
+        return self.cred_static if self.cred_arr is None else self.cred_arr[self.q]
+
     def earliest(self) -> int:
         """The first cycle the next line may be granted, from this core's own constraints."""
-        cred = self.cred_static if self.cred_arr is None else self.cred_arr[self.q]
-        cap = min(self.s.window + cred, self.geom.kmem_lines)
-        r = self.s.core_rate_q16
-        need = RATE_ONE - r - self.tok_after
-        g = self.g_prev + 1 + (0 if need <= 0 else -(-need // r))
+        cred = self._cred()
+        kmem = self.geom.kmem_lines
+        g = self.gov.earliest(self.g_prev + 1, self.tok_after)
         if g < self.floor:
             g = self.floor
+        cap = min(self.s.window + cred, kmem)
+        if self.split and not self.spec_arr[self.q]:
+            # the demand path counts only demand lines against its window ...
+            m = len(self.demand_drains) - cap
+            if m >= 0 and self.demand_drains[m] + 1 > g:
+                g = self.demand_drains[m] + 1
+            cap = kmem  # ... and every line in the core must still fit KMem
         m = len(self.grants) - cap
         if m >= 0 and self.drains[m] + 1 > g:
             g = self.drains[m] + 1
         return g
 
     def grant(self, c: int) -> None:
-        r = self.s.core_rate_q16
-        bank = min(self.tok_after + (c - self.g_prev - 1) * r, RATE_ONE)
-        self.tok_after = bank + r - RATE_ONE
-        cred = self.cred_static if self.cred_arr is None else self.cred_arr[self.q]
+        self.tok_after = self.gov.grant(self.g_prev + 1, self.tok_after, c)
+        cred = self._cred()
         if cred == 0:  # counted while lines remain: since the last grant (or the accept)
             self.zero += c - self.last_grant_in_task
         self.last_grant_in_task = c
-        d = c + max(self.s.latency, 1) + 1
+        lat = self.lat
+        if len(self.grants) - self.epoch_line < self.s.warm_lines:
+            lat += self.s.warm_extra_cycles  # the memory's warm-up, from the request start
+        pop = max(c + lat, self.pop_prev + 1)  # the port's queue pops in order
+        d = pop + 1
         if d <= self.d_prev:
             d = self.d_prev + 1
         d = self.ready.next(d)
         self.grants.append(c)
         self.drains.append(d)
-        self.g_prev, self.d_prev = c, d
+        if self.split and not self.spec_arr[self.q]:
+            self.demand_drains.append(d)
+        self.g_prev, self.d_prev, self.pop_prev = c, d, pop
+        if self.pops is not None:
+            self.pops.append(pop)
         self.q += 1
 
     def result(self) -> CoreResult:
@@ -294,7 +391,9 @@ class _Group:
         return CoreResult(
             cycles=(int(d[-1]) - self.epoch) if d.size > self.epoch_line else 0,
             zero_credit_cycles=self.zero,
-            peak_inflight=_peak_window(g[self.epoch_line :], lat),
+            peak_inflight=_peak_window(g[self.epoch_line :], lat)
+            if self.pops is None
+            else _peak_events(g[self.epoch_line :], np.asarray(self.pops[self.epoch_line :])),
             issued=len(self.grants),
             grants=g,
             drains=d,
@@ -307,6 +406,16 @@ def _peak_window(grants: np.ndarray, lat: int) -> int:
         return 0
     hi = np.searchsorted(grants, grants + lat, side="left")
     return int((hi - np.arange(grants.size)).max())
+
+
+def _peak_events(grants: np.ndarray, pops: np.ndarray) -> int:
+    """In flight during cycle c: granted before c and not popped before c; its maximum."""
+    if grants.size == 0:
+        return 0
+    times = np.concatenate([grants + 1, pops + 1])
+    steps = np.concatenate([np.ones(grants.size, np.int64), -np.ones(pops.size, np.int64)])
+    order = np.lexsort((steps, times))  # at equal times the pop (-1) counts first
+    return int(np.cumsum(steps[order]).max())
 
 
 def _groups(
@@ -489,6 +598,12 @@ class _CoreRegs:
     cycles: int = 0
     zero: int = 0
     tok: int = RATE_ONE
+    rate: int = 0  # the governor's rate register (set from the settings at reset)
+    step_cnt: int = 0  # lines granted since its last step
+    warm: int = 0  # lines granted since the request started (memory warm-up)
+    gap: int = 0  # cycles the current task still holds its first request back
+    spec_out: int = 0  # speculative lines requested and not drained
+    classes: deque = field(default_factory=deque)  # spec bit of every line in the core, in order
     pops: deque = field(default_factory=deque)
     grants: list[int] = field(default_factory=list)
     drains: list[int] = field(default_factory=list)
@@ -509,11 +624,15 @@ def simulate(
     """Step kdma_top, its cores and the memory register by register (start held high)."""
     _check(job, settings, geom)
     s = settings
-    one, r, big_r = RATE_ONE, s.core_rate_q16, s.agg_rate_q16
+    one, big_r = RATE_ONE, s.agg_rate_q16
     lat = max(s.latency, 1)
     ncores = len(job)
     en = [seq is not None for seq in job]
     regs = [_CoreRegs(list(seq or [])) for seq in job]
+    split = hyp.paths == "split"
+    gov_start = s.ramp_start_q16 if s.ramp else s.core_rate_q16
+    for k in regs:
+        k.rate = s.core_rate_q16  # the governor's reset value
     ready = [_Ready(backpressure, c) for c in range(ncores)]
     prev_q = [False] * ncores
     cur_q = [False] * ncores
@@ -543,13 +662,19 @@ def simulate(
             and all(core_ready[i] or not en[i] for i in range(ncores))
         )
         accept = pending and top_ready
-        valid, cred = [False] * ncores, [0] * ncores
+        valid, cred, spec = [False] * ncores, [0] * ncores, [False] * ncores
         for i, k in enumerate(regs):
             cred[i] = hyp.credit(geom, k.base, k.lines, k.issued)
+            out = k.inflight + k.kmem
             cap = min(s.window + cred[i], geom.kmem_lines)
-            valid[i] = k.cur_busy and k.issued != k.lines and k.inflight + k.kmem < cap
+            spec[i] = split and cred[i] > 0
+            if split and not spec[i]:  # the demand path: demand lines against the window
+                room = out - k.spec_out < cap and out < geom.kmem_lines
+            else:  # a speculative line (or one path): every line in the core counts
+                room = out < cap
+            valid[i] = k.cur_busy and k.issued != k.lines and room and k.gap == 0
         eligible = [
-            valid[i] and regs[i].tok + r >= one and len(regs[i].pops) < geom.kmem_lines
+            valid[i] and regs[i].tok + regs[i].rate >= one and len(regs[i].pops) < geom.kmem_lines
             for i in range(ncores)
         ]
         avail, spent, rr_d = agg + big_r, 0, rr
@@ -568,7 +693,7 @@ def simulate(
                 for rd in ready:
                     rd.restart(c)
         for i, k in enumerate(regs):
-            popped = bool(k.pops) and k.pops[0] == c
+            popped = bool(k.pops) and k.pops[0] <= c
             drained = k.kmem > 0 and ready[i].at(c)
             tail_drain = drained and k.tail != 0
             cur_drain = drained and k.tail == 0 and k.cur_busy
@@ -587,20 +712,35 @@ def simulate(
             k.done_q = tail_last or cur_last or (take and nxt_lines == 0)
             if k.inflight > k.peak:
                 k.peak = k.inflight
+            rate = k.rate
             if grant[i]:
-                k.tok = k.tok + r - one
-                k.pops.append(c + lat)
+                k.tok = k.tok + rate - one
+                lat_i = lat + (s.warm_extra_cycles if k.warm < s.warm_lines else 0)
+                k.pops.append(c + lat_i)
                 k.grants.append(c)
+                k.warm += 1
+                k.classes.append(spec[i])
+                k.spec_out += int(spec[i])
             else:
-                k.tok = min(k.tok + r, one)
+                k.tok = min(k.tok + rate, one)
             if popped:
                 k.pops.popleft()
             k.inflight += int(grant[i]) - int(popped)
             k.kmem += int(popped) - int(drained)
             if drained:
                 k.drains.append(c)
+                k.spec_out -= int(k.classes.popleft())
             if tail_drain:
                 k.tail -= 1
+            # the governor: a request starts at ramp_start, then climbs with every step of lines
+            if take and not busy:
+                k.rate, k.step_cnt, k.warm = gov_start, 0, 0
+            elif grant[i] and k.rate < s.core_rate_q16:
+                if k.step_cnt == s.ramp_step_lines - 1:
+                    k.step_cnt = 0
+                    k.rate = min(k.rate + s.ramp_inc_q16, s.core_rate_q16)
+                else:
+                    k.step_cnt += 1
             if take:
                 if k.cur_busy and not cur_last:
                     k.tail = k.lines - k.consumed - int(cur_drain)
@@ -610,6 +750,7 @@ def simulate(
                 k.cur_busy = k.lines != 0
                 k.consumed = 0
                 k.issued = 0
+                k.gap = s.task_gap_cycles
             else:
                 if grant[i]:
                     k.issued += 1
@@ -617,6 +758,8 @@ def simulate(
                     k.consumed += 1
                 if cur_last:
                     k.cur_busy = False
+                if k.gap:
+                    k.gap -= 1
         agg = min(avail - spent, one)
         rr = 0 if accept else rr_d
         if accept:

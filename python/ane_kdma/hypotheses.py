@@ -30,6 +30,7 @@ from ane_kdma.hw import COUNT_MASK
 PROGRESS_FORMS = {
     "static": "fixed at task start: a function of the start line and the size only",
     "remaining": "a function of the lines left, at the clamp until the last clamp - 1 lines",
+    "paged": "a static credit c that covers the first c lines of every page of the task",
 }
 
 
@@ -65,10 +66,16 @@ class Hypothesis:
     vector: Vector = field(repr=False)
     style: dict[str, object] = field(default_factory=dict, repr=False)  # matplotlib line kwargs
     description: str = ""
+    # "one": every line waits for (lines outstanding) < window + credit. "split": a line
+    # with credit > 0 is speculative (its own budget: spec lines outstanding < credit), a
+    # line with credit 0 goes through the demand path (demand lines outstanding < window).
+    paths: str = "one"
 
     def __post_init__(self) -> None:
         if self.progress not in PROGRESS_FORMS:
             raise ValueError(f"hypothesis {self.name}: unknown progress form {self.progress!r}")
+        if self.paths not in ("one", "split"):
+            raise ValueError(f"hypothesis {self.name}: paths must be 'one' or 'split'")
 
     @property
     def static(self) -> bool:
@@ -123,6 +130,16 @@ def _signed_v(g: Geometry, start: Any, lines: Any, issued: Any) -> np.ndarray:
     return np.minimum(mag, g.prefetch_max_lines)
 
 
+def _paged(g: Geometry, start: int, lines: int, issued: int) -> int:
+    c = _signed(g, start, lines, 0)
+    return c if issued % g.prefetch_max_lines < c else 0
+
+
+def _paged_v(g: Geometry, start: Any, lines: Any, issued: Any) -> np.ndarray:
+    c = _signed_v(g, start, lines, 0 * issued)
+    return np.where(issued % g.prefetch_max_lines < c, c, 0)
+
+
 def _fixed(g: Geometry, start: int, lines: int, issued: int) -> int:
     return min((lines - issued) & COUNT_MASK, g.prefetch_max_lines)
 
@@ -158,6 +175,21 @@ REGISTRY: tuple[Hypothesis, ...] = (
         style={"color": "tab:red", "ls": "--", "lw": 1.4},
         description="the same 14-bit distance read as a signed ring offset, min(|d|, 256): "
         "a V that starves |x| < 256 on both sides",
+    ),
+    Hypothesis(
+        name="paged",
+        rtl_name=None,
+        encoding=None,
+        buggy=True,
+        progress="paged",
+        depends_on_start=False,
+        scalar=_paged,
+        vector=_paged_v,
+        style={"color": "tab:purple", "ls": "-.", "lw": 1.6},
+        description="the signed 14-bit credit c, page by page: the first c lines of each "
+        "256-line page go speculatively (window + c ahead), the rest through the demand "
+        "window; a V linear in |x|",
+        paths="split",
     ),
     Hypothesis(
         name="fixed",

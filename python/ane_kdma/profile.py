@@ -20,16 +20,37 @@ from ane_kdma.schema import Doc
 
 MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
 AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-line bank in 22 bits
+MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
+MAX_WARM_LINES = (1 << 20) - 1
+MAX_TASK_GAP_CYCLES = (1 << 16) - 1
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle)."""
+    """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle).
+
+    The last six are the rate mechanisms (all off by default). The issue-rate
+    governor starts each request at ``ramp_start_q16`` lines per cycle and adds
+    ``ramp_inc_q16`` every ``ramp_step_lines`` cycles up to the core rate (0:
+    no ramp). The memory warm-up gives the first ``warm_lines`` lines of a
+    request ``warm_extra_cycles`` more latency. The per-task cost holds each
+    task's first request back ``task_gap_cycles`` cycles.
+    """
 
     latency: int
     window: int
     core_rate_q16: int
     agg_rate_q16: int
+    ramp_start_q16: int = 0
+    ramp_step_lines: int = 1
+    ramp_inc_q16: int = 0
+    warm_lines: int = 0
+    warm_extra_cycles: int = 0
+    task_gap_cycles: int = 0
+
+    @property
+    def ramp(self) -> bool:
+        return 0 < self.ramp_start_q16 < self.core_rate_q16
 
     def __post_init__(self) -> None:
         if not 1 <= self.latency <= MAX_LATENCY_CYCLES:
@@ -40,6 +61,26 @@ class Settings:
             raise InputError(f"core rate {self.core_rate_q16}/65536 outside (0, 1] lines/cycle")
         if not 1 <= self.agg_rate_q16 <= AGG_RATE_MAX_Q16:
             raise InputError(f"aggregate rate {self.agg_rate_q16}/65536 out of range")
+        if not 0 <= self.ramp_start_q16 <= RATE_ONE:
+            raise InputError(f"ramp start {self.ramp_start_q16}/65536 outside [0, 1] lines/cycle")
+        if not 1 <= self.ramp_step_lines <= MAX_RAMP_STEP_LINES:
+            raise InputError(
+                f"ramp step {self.ramp_step_lines} cycles outside 1..{MAX_RAMP_STEP_LINES}"
+            )
+        if not 0 <= self.ramp_inc_q16 <= RATE_ONE:
+            raise InputError(f"ramp increment {self.ramp_inc_q16}/65536 outside [0, 1] lines/cycle")
+        if self.ramp and self.ramp_inc_q16 == 0:
+            raise InputError("a ramp that starts below the core rate needs an increment above 0")
+        if not 0 <= self.warm_lines <= MAX_WARM_LINES:
+            raise InputError(f"warm-up of {self.warm_lines} lines outside 0..{MAX_WARM_LINES}")
+        if not 0 <= self.warm_extra_cycles <= MAX_LATENCY_CYCLES:
+            raise InputError(
+                f"warm-up latency {self.warm_extra_cycles} outside 0..{MAX_LATENCY_CYCLES}"
+            )
+        if not 0 <= self.task_gap_cycles <= MAX_TASK_GAP_CYCLES:
+            raise InputError(
+                f"task gap {self.task_gap_cycles} cycles outside 0..{MAX_TASK_GAP_CYCLES}"
+            )
 
     def check(self, kmem_lines: int) -> Settings:
         """The window must fit the chip's KMem (the RTL's window port is that wide)."""
