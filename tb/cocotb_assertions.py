@@ -21,8 +21,9 @@ import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import KMEM_LINES, LINE_BYTES, RATE_ONE
-from kdma_tb import KdmaTB
+from ane_kdma.contract import Task
+from ane_kdma.hw import LINE_BYTES, RATE_ONE
+from kdma_tb import KdmaTB, drive_task
 
 # Bit of assert_fail_q per assertion, in the order of rtl/kdma_core.sv.
 CREDIT_CLAMP, ISSUE_AT_CAP, KMEM_OVERFLOW, ISSUED_ABOVE, READ_BEYOND, DONE_EARLY, STRAY_TAIL = (
@@ -55,7 +56,7 @@ async def _started(dut) -> tuple[KdmaTB, object]:
     tb = KdmaTB(dut, SETTINGS)
     await tb.start()
     assert _bits(tb) == 0, "assertion bits set right after reset"
-    tb._drive_task([cm.CoreTask(0x10000, LINES * LINE_BYTES)] + [None] * (tb.ncores - 1), None)
+    drive_task(dut, [Task(0x10000, LINES * LINE_BYTES)] + [None] * (tb.ncores - 1), None)
     dut.start_i.value = 1
     await RisingEdge(dut.clk_o)
     dut.start_i.value = 0
@@ -82,8 +83,8 @@ async def quiet_on_legal_traffic(dut) -> None:
     tb = KdmaTB(dut, SETTINGS)
     await tb.start()
     one = [None] * (tb.ncores - 1)
-    await tb.run_task([cm.CoreTask(0, 3000 * LINE_BYTES), *one], cm.Backpressure(0x1234, 150))
-    await tb.run_sequence([cm.CoreTask(0, 500 * LINE_BYTES), cm.CoreTask(500 * 64, 700 * 64)])
+    await tb.run_task([Task(0, 3000 * LINE_BYTES), *one], cm.Backpressure(0x1234, 150))
+    await tb.run_sequence([Task(0, 500 * LINE_BYTES), Task(500 * 64, 700 * 64)])
     await ReadOnly()
     assert _bits(tb) == 0, f"assertions fired on legal traffic: {_names(_bits(tb))}"
 
@@ -92,7 +93,7 @@ async def quiet_on_legal_traffic(dut) -> None:
 async def kmem_overflow_fires(dut) -> None:
     """outstanding <= KMem: 1025 lines waiting in a 1024-line KMem."""
     tb, core = await _started(dut)
-    core.kmem_count_q.value = KMEM_LINES + 1
+    core.kmem_count_q.value = tb.geometry.kmem_lines + 1
     await _expect(tb, 1 << KMEM_OVERFLOW)
 
 

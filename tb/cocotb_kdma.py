@@ -1,8 +1,10 @@
-"""cocotb tests of kdma_tb_top. The build's CreditMode and NumCores come from the design.
+"""cocotb tests of kdma_tb_top. The build's hypothesis, cores and geometry come from the design.
 
 Knobs (environment, set by tb/test_kdma.py): KDMA_SEED replays a run,
-KDMA_LAPS lists the laps k of the erratum regression, KDMA_MAX_LINES caps the
-random integrity sizes, KDMA_RESULTS names a JSON file for cross-build checks.
+KDMA_SCALE=small picks the reduced sizes of slow simulators, KDMA_LAPS lists
+the laps k of the erratum regression, KDMA_MAX_LINES caps the random
+integrity sizes, KDMA_RESULTS names a JSON file for cross-build checks, and
+KDMA_JOB the job of the CLI's RTL engine (batch_run).
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
+from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import LINE_BYTES, RATE_ONE, RING_LINES
-from kdma_tb import KdmaTB, seed_from_env
+from ane_kdma.contract import Task
+from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from kdma_tb import KdmaTB, drive_task, seed_from_env
 
-MIB_LINES = RING_LINES  # 1 MiB per core
+LINE_SPACE = 1 << LINE_ADDR_BITS
 
 
 def _small() -> bool:
@@ -30,12 +35,26 @@ def _laps() -> list[int]:
     return [int(k) for k in os.environ.get("KDMA_LAPS", "1,2,3,4,5,6,7,8").split(",")]
 
 
-def _one(tb: KdmaTB, task: cm.CoreTask) -> list[cm.CoreTask | None]:
+def _one(tb: KdmaTB, task: Task) -> list[Task | None]:
     return [task] + [None] * (tb.ncores - 1)
 
 
-def _lines_task(base_line: int, lines: int) -> cm.CoreTask:
-    return cm.CoreTask(base_line * LINE_BYTES, lines * LINE_BYTES)
+def _lines_task(base_line: int, lines: int) -> Task:
+    return Task((base_line % LINE_SPACE) * LINE_BYTES, lines * LINE_BYTES)
+
+
+def _random_settings(rng: random.Random, agg_lines: int = 16) -> cm.Settings:
+    """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle."""
+    return cm.Settings(
+        latency=rng.randrange(1, 400),
+        window=rng.randrange(1, 300),
+        core_rate_q16=rng.randrange(RATE_ONE // 8, RATE_ONE + 1),
+        agg_rate_q16=rng.randrange(RATE_ONE, agg_lines * RATE_ONE),
+    )
+
+
+def _random_bp(rng: random.Random, top: int = 160) -> cm.Backpressure:
+    return cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(1, top))
 
 
 @cocotb.test()
@@ -44,13 +63,12 @@ async def integrity_random_sizes(dut) -> None:
     rng = random.Random(seed_from_env())
     tb = KdmaTB(dut)
     await tb.start()
-    max_lines = int(os.environ.get("KDMA_MAX_LINES", str(8 * MIB_LINES)))
-    sizes = [8 * MIB_LINES, 1] + [rng.randrange(1, max_lines + 1) for _ in range(6)]
+    ring = tb.geometry.ring_lines
+    max_lines = int(os.environ.get("KDMA_MAX_LINES", str(ring if _small() else 8 * ring)))
+    sizes = [8 * ring, 1] + [rng.randrange(1, max_lines + 1) for _ in range(6)]
     for n, lines in enumerate(sizes):
-        base = rng.randrange(0, (1 << 26) - lines)
-        bp = None
-        if n % 2:
-            bp = cm.Backpressure(seed=rng.randrange(1, 1 << 16), threshold=rng.randrange(1, 200))
+        base = rng.randrange(0, LINE_SPACE - lines)
+        bp = _random_bp(rng, 200) if n % 2 else None
         res = await tb.run_task(_one(tb, _lines_task(base, lines)), bp)
         dut._log.info("lines=%d base=%#x bp=%s: %d cycles", lines, base, bp, res.cycles)
 
@@ -60,9 +78,10 @@ async def zero_length_task(dut) -> None:
     """A zero-byte task finishes at once and issues no read."""
     tb = KdmaTB(dut)
     await tb.start()
-    res = await tb.run_task(_one(tb, cm.CoreTask(0x4000, 0)))
+    res = await tb.run_task(_one(tb, Task(0x4000, 0)))
     assert res.cycles == 1, f"zero-length task took {res.cycles} cycles"
-    assert res.cores[0].issued == 0 and res.cores[0].drained == 0
+    core = tb.status()[0]
+    assert core.issued == 0 and core.drained == 0, core
 
 
 @cocotb.test()
@@ -71,7 +90,7 @@ async def reset_mid_transfer(dut) -> None:
     rng = random.Random(seed_from_env())
     tb = KdmaTB(dut)
     await tb.start()
-    tb._drive_task(_one(tb, _lines_task(0x100, 5000)), None)
+    drive_task(dut, _one(tb, _lines_task(0x100, 5000)), None)
     dut.start_i.value = 1
     await RisingEdge(dut.clk_o)
     dut.start_i.value = 0
@@ -91,11 +110,10 @@ async def top_of_address_space_wraps(dut) -> None:
     """Crossing 2^32 wraps to line 0 and raises wrap; ending exactly at the top does not."""
     tb = KdmaTB(dut)
     await tb.start()
-    top_line = 1 << 26
-    res = await tb.run_task(_one(tb, _lines_task(top_line - 100, 300)))
-    assert res.cores[0].wrap, "wrap flag not set for a transfer crossing the top"
-    res = await tb.run_task(_one(tb, _lines_task(top_line - 300, 300)))
-    assert not res.cores[0].wrap, "wrap flag set for a transfer that ends at the top"
+    await tb.run_task(_one(tb, _lines_task(LINE_SPACE - 100, 300)))
+    assert tb.status()[0].wrap, "wrap flag not set for a transfer crossing the top"
+    await tb.run_task(_one(tb, _lines_task(LINE_SPACE - 300, 300)))
+    assert not tb.status()[0].wrap, "wrap flag set for a transfer that ends at the top"
 
 
 @cocotb.test()
@@ -104,70 +122,64 @@ async def partial_size_rounds_up(dut) -> None:
     tb = KdmaTB(dut)
     await tb.start()
     for size, lines in ((1, 1), (65, 2), (64 * 1000 + 63, 1001)):
-        res = await tb.run_task(_one(tb, cm.CoreTask(0x40000, size)))
-        assert res.cores[0].issued == lines, f"{size} B: issued {res.cores[0].issued}"
-        assert res.cores[0].partial
-    res = await tb.run_task(_one(tb, cm.CoreTask(0x40000, 64 * 7)))
-    assert not res.cores[0].partial
-    res = await tb.run_task(_one(tb, cm.CoreTask(0x40000 + 5, 64 * 7)))
-    assert res.cores[0].unaligned and res.cores[0].issued == 7
+        await tb.run_task(_one(tb, Task(0x40000, size)))
+        core = tb.status()[0]
+        assert core.issued == lines and core.partial, f"{size} B: {core}"
+    await tb.run_task(_one(tb, Task(0x40000, 64 * 7)))
+    assert not tb.status()[0].partial
+    await tb.run_task(_one(tb, Task(0x40000 + 5, 64 * 7)))
+    core = tb.status()[0]
+    assert core.unaligned and core.issued == 7, core
 
 
 @cocotb.test()
 async def model_matches_rtl_random(dut) -> None:
-    """50 random transfers under random run-time settings: RTL cycles == model cycles."""
+    """50 random transfers under random run-time settings: every RTL counter == the model's."""
     rng = random.Random(seed_from_env())
     tb = KdmaTB(dut)
     await tb.start()
+    ring = tb.geometry.ring_lines
     for n in range(50):
-        settings = cm.Settings(
-            latency=rng.randrange(1, 400),
-            window=rng.randrange(1, 300),
-            core_rate_q16=rng.randrange(RATE_ONE // 8, RATE_ONE + 1),
-            agg_rate_q16=rng.randrange(RATE_ONE, 16 * RATE_ONE),
-        )
-        tb.apply(settings)
+        tb.apply(_random_settings(rng))
         k = rng.randrange(0, 2 if _small() else 3)
-        lines = (
-            max(1, k * MIB_LINES + rng.randrange(-300, 301)) if n % 2 else rng.randrange(1, 6000)
-        )
+        lines = max(1, k * ring + rng.randrange(-300, 301)) if n % 2 else rng.randrange(1, 6000)
         bp = (
             cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(0, 160))
             if n % 3 == 0
             else None
         )
-        await tb.run_task(_one(tb, _lines_task(rng.randrange(0, 1 << 25), lines)), bp)
+        await tb.run_task(_one(tb, _lines_task(rng.randrange(0, LINE_SPACE // 2), lines)), bp)
 
 
 @cocotb.test()
 async def erratum_regression(dut) -> None:
-    """Cycles at k x 0x4000 lines, +/-256, split in 0x2000-line tasks, and the control.
+    """Cycles at k x ring lines, +/-256, split in half-ring tasks, and the control.
 
     Each run is checked against the model here; the cross-build ratios (buggy
     against fixed) are asserted by tb/test_kdma.py from the JSON this writes.
     """
     tb = KdmaTB(dut)
     await tb.start()
+    ring = tb.geometry.ring_lines
+    half = ring // 2
     one = lambda lines: _one(tb, _lines_task(0, lines))  # noqa: E731
-    out: dict[str, object] = {"mode": tb.mode.name, "laps": {}}
+    out: dict[str, object] = {"hypothesis": tb.hyp.name, "ring_lines": ring, "laps": {}}
     for k in _laps():
         row = {}
         for key, x in (("x0", 0), ("xm256", -256), ("xp256", 256)):
-            row[key] = (await tb.run_task(one(k * MIB_LINES + x))).cycles
-        halves = [_lines_task(part * 0x2000, 0x2000) for part in range(2 * k)]
-        row["split"] = await tb.run_sequence(halves)
+            row[key] = (await tb.run_task(one(k * ring + x))).cycles
+        halves = [_lines_task(part * half, half) for part in range(2 * k)]
+        row["split"] = (await tb.run_sequence(halves)).cycles
         out["laps"][str(k)] = row
         dut._log.info("k=%d %s", k, row)
-    ctrl = MIB_LINES - 256
+    ctrl = ring - 256
     out["control_whole"] = (await tb.run_task(one(ctrl))).cycles
-    half = ctrl // 2
-    out["control_split"] = await tb.run_sequence(
-        [_lines_task(0, half), _lines_task(half, ctrl - half)]
-    )
+    first = ctrl // 2
+    split = [_lines_task(0, first), _lines_task(first, ctrl - first)]
+    out["control_split"] = (await tb.run_sequence(split)).cycles
     path = os.environ.get("KDMA_RESULTS")
     if path:
-        with open(path, "w") as fh:
-            json.dump(out, fh, indent=1)
+        Path(path).write_text(json.dumps(out, indent=1))
 
 
 @cocotb.test()
@@ -178,7 +190,7 @@ async def multicore_shared_memory(dut) -> None:
         return  # single-core build: covered by the tests above
     rng = random.Random(seed_from_env())
     await tb.start()
-    lines = 256 if _small() else 2 * MIB_LINES // 16  # a short task keeps 16 cores cheap
+    lines = 256 if _small() else 2 * tb.geometry.ring_lines // 16  # short: 16 cores stay cheap
     latencies = {}
     for active in (1, 2, 4, 8, 16):
         tasks = [_lines_task(c * lines, lines) if c < active else None for c in range(tb.ncores)]
@@ -191,30 +203,110 @@ async def multicore_shared_memory(dut) -> None:
     )
     tb.apply(tight)
     tasks = [_lines_task(rng.randrange(0, 1 << 24), rng.randrange(50, 600)) for _ in range(16)]
-    want = cm.run_task(tb.mode, tight, tasks)
-    assert want.engine == "stepped", "the ceiling was expected to bind"
+    job = cm.job_of([[t] for t in tasks])
+    free = cm.run(tb.hyp, tb.geometry, replace(tight, agg_rate_q16=16 * RATE_ONE), job)
     res = await tb.run_task(tasks)
+    assert res.cycles > 1.5 * free.cycles, f"the ceiling does not bind: {res.cycles} cycles"
     total = sum(t.lines for t in tasks)
     assert total / res.cycles <= 3.3 + 1e-9, "aggregate above the ceiling"
 
 
+def _sequences(rng: random.Random, ncores: int, top: int) -> list[list[Task] | None]:
+    """2..4 tasks on 2..ncores random cores; each core short or long, so some finish early.
+
+    A few tasks are empty, never the last: the model ends a run at its last
+    drain, so it would miss the done pulse of a trailing empty task.
+    """
+    active = set(rng.sample(range(ncores), rng.randint(2, ncores)))
+    steps = rng.randint(2, 4)
+    per_core: list[list[Task] | None] = []
+    for c in range(ncores):
+        if c not in active:
+            per_core.append(None)
+            continue
+        hi = top if rng.random() < 0.5 else max(1, top // 16)
+        line = rng.randrange(LINE_SPACE)
+        seq = []
+        for j in range(steps):
+            lines = rng.randint(1, hi)
+            size = lines * LINE_BYTES - (rng.randrange(LINE_BYTES) if rng.random() < 0.3 else 0)
+            if j < steps - 1 and rng.random() < 0.1:
+                lines = size = 0
+            if rng.random() < 0.3:  # a task elsewhere, not where the last one ended
+                line = rng.randrange(LINE_SPACE)
+            seq.append(Task((line % LINE_SPACE) * LINE_BYTES, size))
+            line += lines
+        per_core.append(seq)
+    return per_core
+
+
+@cocotb.test()
+async def multicore_sequences(dut) -> None:
+    """Random task sequences on many cores at once, every counter against the model.
+
+    Each workload gives 2..4 tasks to each of 2..16 random cores, task j to
+    all at once with start_i held high. Sizes differ from core to core, so
+    cores with short tasks finish early and the top waits for idle before
+    the next task, while equal long ones chain back to back. Random
+    run-time settings; a third of the workloads have back-pressure.
+    """
+    tb = KdmaTB(dut)
+    if tb.ncores == 1:
+        return  # the single-core build runs sequences in erratum_regression
+    rng = random.Random(seed_from_env())
+    await tb.start()
+    runs, top = (4, 48) if _small() else (24, 1500)
+    waited = chained = 0
+    for n in range(runs):
+        tb.apply(_random_settings(rng))
+        if n == 0:  # equal long tasks on every core: back to back throughout
+            lines = rng.randint(top // 2, top)
+            per_core = [
+                [_lines_task((3 * c + j) * lines, lines) for j in range(3)]
+                for c in range(tb.ncores)
+            ]
+        else:
+            per_core = _sequences(rng, tb.ncores, top)
+        bp = _random_bp(rng) if n % 3 == 2 else None
+        res = await tb.run_workload(per_core, bp)
+        model = tb.model
+        waited += model.fresh > 0
+        chained += model.fresh != model.accepts[-1]
+        dut._log.info(
+            "run %d: %d cores x %d tasks, bp %s: %d cycles, accepts %s (idle at %d)",
+            n,
+            sum(seq is not None for seq in per_core),
+            len(model.accepts),
+            bp,
+            res.cycles,
+            model.accepts,
+            model.fresh,
+        )
+    assert waited and chained, f"{waited} runs waited for idle, {chained} chained: widen the draw"
+
+
 @cocotb.test()
 async def batch_run(dut) -> None:
-    """Run a job from KDMA_JOB (JSON) and write RTL cycles to KDMA_RESULTS: the CLI's RTL engine.
+    """The CLI's RTL engine: run the workloads of KDMA_JOB, write their counters to KDMA_RESULTS.
 
-    Job: {"settings": {...Settings fields...}, "sequences": [[lines, ...], ...]}; each
-    sequence is issued back to back on core 0 from line 0, as ane_kdma.engines does.
-    Every run is also checked against the cycle model, as everywhere else.
+    KDMA_JOB: {"settings": {latency, window, core_rate_q16, agg_rate_q16},
+    "workloads": [per workload: [per core: null or [[base_addr, size_bytes], ...]]]}.
+    KDMA_RESULTS: {"counters": [per workload: {"cycles": span, "cores": [null or
+    [cycles, zero_credit_cycles, peak_inflight]]}]} (ane_kdma.engines.cocotb).
+    Every workload is checked against the cycle model, as everywhere else.
     """
-    job = json.loads(open(os.environ["KDMA_JOB"]).read())
+    job = json.loads(Path(os.environ["KDMA_JOB"]).read_text())
     tb = KdmaTB(dut, cm.Settings(**job["settings"]))
     await tb.start()
-    cycles = []
-    for seq in job["sequences"]:
-        tasks, base = [], 0
-        for n in seq:
-            tasks.append(_lines_task(base, n))
-            base += n
-        cycles.append(await tb.run_sequence(tasks))
-    with open(os.environ["KDMA_RESULTS"], "w") as fh:
-        json.dump({"mode": tb.mode.name, "cycles": cycles}, fh)
+    out = []
+    for workload in job["workloads"]:
+        per_core = [
+            None if seq is None else [Task(int(b), int(s)) for b, s in seq] for seq in workload
+        ]
+        got = await tb.run_workload(per_core)
+        cores = [
+            None if c is None else [c.cycles, c.zero_credit_cycles, c.peak_inflight]
+            for c in got.cores
+        ]
+        out.append({"cycles": got.cycles, "cores": cores})
+    Path(os.environ["KDMA_RESULTS"]).write_text(json.dumps({"counters": out}))

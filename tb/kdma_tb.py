@@ -3,6 +3,11 @@
 Test functions describe scenarios; this class owns everything signal-level.
 The line checker and the back-pressure LFSR run in HDL, so a throughput run
 costs Python one await per task, not one per cycle.
+
+The build is read from the design: the hypothesis from its CreditMode
+encoding (ane_kdma.hypotheses), the ring width and credit clamp from its
+RingBits and PrefetchMaxLines; the rest of the geometry and the default
+run-time settings come from the chip (ane_kdma.chip, m3).
 """
 
 from __future__ import annotations
@@ -11,32 +16,81 @@ import math
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import cocotb
+from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
+from cocotb.types import LogicArray
 
+from ane_kdma import chip as chips
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import RATE_ONE, CreditMode
-from ane_kdma.profile import load
+from ane_kdma import hypotheses
+from ane_kdma.contract import CoreCounters, Counters, Task
+from ane_kdma.engines.model import counters_of
+from ane_kdma.hw import LINE_BYTES, RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
+
+#: per core, the tasks it is given back to back (None: the core sits out)
+PerCoreTasks = Sequence[Sequence[Task] | None]
+
+TAKE_LIMIT_CYCLES = 100  # a task offered to an idle engine is taken at once
+#: kdma_tb_top's per-core outputs: the counters (CoreCounters' order) and the status
+COUNTER_PORTS = ("core_cycles_o", "zero_credit_cycles_o", "peak_inflight_o")
+STATUS_PORTS = ("issued_lines_o", "chk_count_o", "unaligned_o", "partial_o", "wrap_o")
 
 
-@dataclass
-class RtlCoreResult:
-    cycles: int
-    zero_credit_cycles: int
-    peak_inflight: int
-    issued: int
-    drained: int
+@dataclass(frozen=True)
+class CoreStatus:
+    """A core's flags and line counts after a run (the counters are in Counters)."""
+
+    issued: int  # lines its newest task requested
+    drained: int  # lines the HDL checker saw drained since the last start from idle
     unaligned: bool
     partial: bool
     wrap: bool
 
 
-@dataclass
-class RtlResult:
-    cycles: int
-    cores: list[RtlCoreResult | None]
+def hypothesis_of(dut) -> Hypothesis:
+    """The hypothesis a build implements: its CreditMode encoding, looked up in the registry."""
+    return hypotheses.by_encoding(int(dut.CreditMode.value))
+
+
+def geometry_of(dut) -> Geometry:
+    """The build's ring width and credit clamp; the chip fills in what the design does not say."""
+    geometry = replace(
+        chips.load().geometry,
+        ring_bits=int(dut.RingBits.value),
+        prefetch_max_lines=int(dut.PrefetchMaxLines.value),
+    )
+    if geometry.line_bytes != LINE_BYTES:
+        raise ValueError(f"the RTL moves {LINE_BYTES}-byte lines, the chip {geometry}")
+    return geometry
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a kdma_tb_top build is, read from its parameters."""
+
+    ncores: int
+    hyp: Hypothesis
+    geometry: Geometry
+    max_latency: int
+    period_ns: int
+
+    @classmethod
+    def of(cls, dut) -> Build:
+        return cls(
+            ncores=int(dut.NumCores.value),
+            hyp=hypothesis_of(dut),
+            geometry=geometry_of(dut),
+            max_latency=int(dut.MaxLatencyCycles.value),
+            period_ns=2 * int(dut.HalfPeriod.value),
+        )
+
+
+def now_ns() -> int:
+    return int(get_sim_time(unit="ns"))
 
 
 def seed_from_env() -> int:
@@ -47,16 +101,85 @@ def seed_from_env() -> int:
     return seed
 
 
+def settle_cycles(s: cm.Settings) -> int:
+    """Idle cycles that refill every token bucket, as the model assumes at a start."""
+    return math.ceil(RATE_ONE / min(s.core_rate_q16, s.agg_rate_q16)) + 2
+
+
+def lanes(handle, count: int) -> list[int]:
+    """A packed per-core port, one integer per core (lane 0 in the low bits)."""
+    value = handle.value
+    if isinstance(value, LogicArray):
+        raw, width = value.to_unsigned(), len(value) // count
+    else:  # a one-bit port of a one-core build
+        raw, width = int(value), 1
+    mask = (1 << width) - 1
+    return [(raw >> (width * c)) & mask for c in range(count)]
+
+
+def per_core(dut, ncores: int, *ports: str) -> list[tuple[int, ...]]:
+    """Per core, the values of the named per-core ports (one tuple per core, in port order)."""
+    return list(zip(*(lanes(getattr(dut, p), ncores) for p in ports), strict=True))
+
+
+def drive_task(dut, tasks: Sequence[Task | None], bp: cm.Backpressure | None) -> None:
+    """Put one step's per-core tasks and the back-pressure on the harness inputs."""
+    en = bases = sizes = 0
+    for c, t in enumerate(tasks):
+        if t is None:
+            continue
+        en |= 1 << c
+        bases |= t.base_addr << (32 * c)
+        sizes |= t.size_bytes << (32 * c)
+    dut.core_en_i.value = en
+    dut.base_addr_i.value = bases
+    dut.size_bytes_i.value = sizes
+    dut.bp_seed_i.value = bp.seed & 0xFFFF if bp else 1
+    dut.bp_threshold_i.value = bp.threshold if bp else 0
+
+
+#: the run-time settings kdma_tb_top has inputs for
+DRIVEN_SETTINGS = ("latency", "window", "core_rate_q16", "agg_rate_q16")
+
+
+def apply_settings(dut, build: Build, s: cm.Settings) -> None:
+    """Drive the run-time settings; refuse one the harness has no input for (left at default)."""
+    for f in fields(s):
+        if f.name not in DRIVEN_SETTINGS and getattr(s, f.name) != f.default:
+            raise ValueError(f"kdma_tb_top has no input for {f.name}={getattr(s, f.name)}")
+    if s.latency > build.max_latency:
+        raise ValueError(f"latency {s.latency} above the build's {build.max_latency}")
+    s.check(build.geometry.kmem_lines)
+    dut.latency_i.value = s.latency
+    dut.window_i.value = s.window
+    dut.core_rate_i.value = s.core_rate_q16
+    dut.agg_rate_i.value = s.agg_rate_q16
+
+
+def checker_error(dut) -> str:
+    """The HDL line checker's first mismatch, in words."""
+    word = int(dut.chk_word_o.value)
+    what = "address" if word == 16 else f"word {word}"
+    return (
+        f"checker: core {int(dut.chk_err_core_o.value)} cycle {int(dut.chk_err_cycle_o.value)}: "
+        f"{what} mismatch at line {int(dut.chk_exp_addr_o.value):#x} "
+        f"(got line {int(dut.chk_act_addr_o.value):#x}, expected word "
+        f"{int(dut.chk_exp_word_o.value):#010x}, got {int(dut.chk_act_word_o.value):#010x})"
+    )
+
+
 class KdmaTB:
     """Driver, checker and reference model for kdma_tb_top."""
 
     def __init__(self, dut, settings: cm.Settings | None = None) -> None:
         self.dut = dut
-        self.ncores = int(dut.NumCores.value)
-        self.mode = CreditMode(int(dut.CreditMode.value))
-        self.max_latency = int(dut.MaxLatencyCycles.value)
-        self.period_ns = 2 * int(dut.HalfPeriod.value)
-        self.settings = settings or load().settings
+        self.build = Build.of(dut)
+        self.ncores = self.build.ncores
+        self.hyp = self.build.hyp
+        self.geometry = self.build.geometry
+        self.period_ns = self.build.period_ns
+        self.settings = settings or chips.load().settings
+        self.model: cm.ModelResult | None = None  # the model's view of the last workload
         self.log = dut._log
 
     # ---------------------------------------------------------------- set-up
@@ -71,13 +194,8 @@ class KdmaTB:
         await self.reset()
 
     def apply(self, s: cm.Settings) -> None:
-        if s.latency > self.max_latency:
-            raise ValueError(f"latency {s.latency} above the build's {self.max_latency}")
+        apply_settings(self.dut, self.build, s)
         self.settings = s
-        self.dut.latency_i.value = s.latency
-        self.dut.window_i.value = s.window
-        self.dut.core_rate_i.value = s.core_rate_q16
-        self.dut.agg_rate_i.value = s.agg_rate_q16
 
     async def reset(self, cycles: int = 2) -> None:
         self.dut.rst_ni.value = 0
@@ -85,144 +203,143 @@ class KdmaTB:
         self.dut.rst_ni.value = 1
         await RisingEdge(self.dut.clk_o)
 
-    def settle_cycles(self) -> int:
-        """Idle cycles that refill every token bucket, as the model assumes at start."""
-        s = self.settings
-        return math.ceil(RATE_ONE / min(s.core_rate_q16, s.agg_rate_q16)) + 2
+    def _cycle(self, t0: int) -> int:
+        """Cycles since the edge that took the first task (that edge ends cycle 0)."""
+        q, r = divmod(now_ns() - t0, self.period_ns)
+        assert r == 0, f"not on a clock edge: {now_ns()} ns"
+        return q
 
-    # ---------------------------------------------------------------- tasks
-    def _drive_task(self, tasks: Sequence[cm.CoreTask | None], bp: cm.Backpressure | None) -> None:
-        if len(tasks) != self.ncores:
-            raise ValueError(f"{len(tasks)} core tasks for a {self.ncores}-core build")
-        en = bases = sizes = 0
-        for c, t in enumerate(tasks):
-            if t is None:
-                continue
-            en |= 1 << c
-            bases |= t.base_addr << (32 * c)
-            sizes |= t.size_bytes << (32 * c)
-        self.dut.core_en_i.value = en
-        self.dut.base_addr_i.value = bases
-        self.dut.size_bytes_i.value = sizes
-        self.dut.bp_seed_i.value = bp.seed & 0xFFFF if bp else 1
-        self.dut.bp_threshold_i.value = bp.threshold if bp else 0
+    def _until(self, t0: int, cycle: int) -> Timer:
+        """A timer half a cycle past the edge that ends `cycle` (cycle 0 ends at t0)."""
+        return Timer(
+            max(t0 + cycle * self.period_ns + self.period_ns // 2 - now_ns(), 1), unit="ns"
+        )
 
-    async def run_task(
-        self,
-        tasks: Sequence[cm.CoreTask | None],
-        bp: cm.Backpressure | None = None,
-        check_model: bool = True,
-        timeout_cycles: int | None = None,
-    ) -> RtlResult:
-        """Start one task, wait for done (failing at once on a checker error), read counters."""
-        dut = self.dut
-        await ClockCycles(dut.clk_o, self.settle_cycles())
-        assert int(dut.idle_o.value) == 1, "engine not idle before start"
-        self._drive_task(tasks, bp)
-        dut.start_i.value = 1
-        await RisingEdge(dut.clk_o)
-        dut.start_i.value = 0
-        expected = cm.run_task(self.mode, self.settings, tasks, bp) if check_model else None
-        done = RisingEdge(dut.done_o)
-        err = RisingEdge(dut.chk_err_o)
-        limit = timeout_cycles or (expected.cycles + 10 if expected else 50_000_000)
-        timeout = Timer(limit * self.period_ns, unit="ns")  # not ClockCycles: no per-cycle Python
-        fired = await First(done, err, timeout)
-        await ReadOnly()
-        if fired is err or int(dut.chk_err_o.value):
-            raise AssertionError(self.describe_error())
-        assert fired is done, f"task did not finish within {limit} cycles"
-        result = self._read(tasks)
-        await RisingEdge(dut.clk_o)
-        for c, t in enumerate(tasks):
-            if t is not None:
-                got = result.cores[c]
-                assert got.drained == t.lines, f"core {c}: drained {got.drained} of {t.lines}"
-                assert got.issued == t.lines, f"core {c}: issued {got.issued} of {t.lines}"
-        if expected is not None:
-            self.compare(result, expected)
-        return result
+    # ---------------------------------------------------------------- workloads
+    async def run_workload(
+        self, per_core: PerCoreTasks, bp: cm.Backpressure | None = None
+    ) -> Counters:
+        """Give every enabled core its tasks, task j to all at once, back to back; check all.
 
-    async def run_sequence(
-        self,
-        tasks: Sequence[cm.CoreTask],
-        bp: cm.Backpressure | None = None,
-    ) -> int:
-        """Give core 0 `tasks` back to back (start held high); return the span in cycles.
-
-        One await per task: Python waits for the top's accept, not for clock edges.
+        start_i stays high from the first task to the last, so each task is
+        taken as soon as the top is ready (or, once a core has finished early,
+        when the top has gone idle). Python awaits each accept, not the clock.
+        Every accept is checked against the cycle the model takes it in, the
+        run's end against the model's span (failing at that cycle if the RTL
+        runs longer), then the line counts, cycles_o, and every counter
+        through Counters.mismatches. Returns the RTL's counters, ``cycles``
+        being the span from the first accept (cycle 0) to the last drain + 1.
         """
         dut = self.dut
-        await ClockCycles(dut.clk_o, self.settle_cycles())
+        if len(per_core) != self.ncores:
+            raise ValueError(f"{len(per_core)} cores' tasks for a {self.ncores}-core build")
+        steps = {len(seq) for seq in per_core if seq is not None}
+        if len(steps) != 1 or 0 in steps:
+            raise ValueError(f"every enabled core needs the same number of tasks, not {steps}")
+        job = cm.job_of(per_core, LINE_BYTES)
+        want = cm.run(self.hyp, self.geometry, self.settings, job, bp)
+        self.model = want
+        what = f"{self.hyp.name} {self.settings} bp {bp}: {job}"
+        if len(what) > 600:
+            what = what[:597] + "..."
+        await ClockCycles(dut.clk_o, settle_cycles(self.settings))
         assert int(dut.idle_o.value) == 1, "engine not idle before start"
-        expected = cm.run_sequence(self.mode, self.settings, tasks, bp)
-        pad = [None] * (self.ncores - 1)
-        accept = dut.u_top.accept
-        for task in tasks:
-            self._drive_task([task, *pad], bp)
+        t0 = fresh = 0
+        drained_from = 0  # the HDL checker counts lines from the last start from idle
+        for j in range(len(want.accepts)):
+            drive_task(dut, [None if seq is None else seq[j] for seq in per_core], bp)
             dut.start_i.value = 1
-            await ReadOnly()
-            if not int(accept.value):
-                await RisingEdge(accept)
+            idle = await self._wait_accept(j, t0, want)
             await RisingEdge(dut.clk_o)
+            if j == 0:
+                t0 = now_ns()
+            cycle = self._cycle(t0)
+            assert cycle == want.accepts[j], (
+                f"task {j} taken in cycle {cycle}, model {want.accepts[j]} ({what})"
+            )
+            if idle:
+                fresh, drained_from = cycle, j
         dut.start_i.value = 0
+        await self._wait_end(t0, want, what)
+        span = self._cycle(t0)
+        got = self._counters(span, per_core)
+        cycles_o = int(dut.cycles_o.value)
+        status = self.status()
+        await RisingEdge(dut.clk_o)
+        for c, seq in enumerate(per_core):
+            if seq is None:
+                continue
+            lines = [t.lines_of(LINE_BYTES) for t in seq]
+            drained = sum(lines[drained_from:])
+            assert status[c].drained == drained, (
+                f"core {c}: drained {status[c].drained} of {drained} lines since cycle {fresh}"
+            )
+            assert status[c].issued == lines[-1], f"core {c}: issued {status[c].issued}"
+        bad = got.mismatches(counters_of(want))
+        if cycles_o != want.cycles_o:  # restarted at the last start from idle: not the span
+            bad.append(f"cycles_o: RTL {cycles_o}, model {want.cycles_o}")
+        assert not bad, f"RTL and model differ ({what}): " + "; ".join(bad)
+        return got
+
+    async def _wait_accept(self, j: int, t0: int, want: cm.ModelResult) -> bool:
+        """Until the top takes task j (start_i is high); return whether it was idle then."""
+        dut = self.dut
+        await ReadOnly()
+        while not int(dut.accept.value):
+            if j == 0:
+                limit = Timer(TAKE_LIMIT_CYCLES * self.period_ns, unit="ns")
+            else:  # fail half a cycle after the edge the model takes it at
+                limit = self._until(t0, want.accepts[j])
+            err = RisingEdge(dut.chk_err_o)
+            fired = await First(RisingEdge(dut.accept), err, limit)
+            await ReadOnly()
+            if fired is err or int(dut.chk_err_o.value):
+                raise AssertionError(checker_error(dut))
+            assert fired is not limit, (
+                f"task {j}: the model takes it in cycle {want.accepts[j]}, the RTL has not"
+            )
+        if int(dut.chk_err_o.value):
+            raise AssertionError(checker_error(dut))
+        return bool(int(dut.idle_o.value))
+
+    async def _wait_end(self, t0: int, want: cm.ModelResult, what: str) -> None:
+        """Until idle_o rises after the last task; fail at the model's end if it has not."""
+        dut = self.dut
         err = RisingEdge(dut.chk_err_o)
-        timeout = Timer((expected.cycles + 10) * self.period_ns, unit="ns")
-        fired = await First(RisingEdge(dut.idle_o), err, timeout)
+        limit = self._until(t0, want.cycles)
+        fired = await First(RisingEdge(dut.idle_o), err, limit)
         await ReadOnly()
         if fired is err or int(dut.chk_err_o.value):
-            raise AssertionError(self.describe_error())
-        assert int(dut.idle_o.value) == 1, "task sequence did not finish"
-        span = int(dut.cycles_o.value)
-        drained = int(dut.g_chk[0].count_q.value)
-        core = self._read([tasks[-1], *pad]).cores[0]
-        await RisingEdge(dut.clk_o)
-        assert drained == sum(t.lines for t in tasks), f"drained {drained} lines"
-        assert span == expected.cycles, f"sequence cycles: RTL {span}, model {expected.cycles}"
-        want = expected.cores[0]
-        for name in ("cycles", "zero_credit_cycles", "peak_inflight"):
-            got_v, want_v = getattr(core, name), getattr(want, name)
-            assert got_v == want_v, f"sequence {name}: RTL {got_v}, model {want_v}"
-        return span
+            raise AssertionError(checker_error(dut))
+        assert fired is not limit, f"not idle in cycle {want.cycles + 1}, as the model is ({what})"
+        assert int(dut.idle_o.value) == 1, "idle_o rose and fell in one step"
 
-    def _read(self, tasks: Sequence[cm.CoreTask | None]) -> RtlResult:
-        top = self.dut.u_top
-        cores: list[RtlCoreResult | None] = []
-        for c, t in enumerate(tasks):
-            if t is None:
-                cores.append(None)
-                continue
-            core = top.g_core[c].u_core
-            cores.append(
-                RtlCoreResult(
-                    cycles=int(core.cycles_q.value),
-                    zero_credit_cycles=int(core.zero_credit_q.value),
-                    peak_inflight=int(core.peak_inflight_q.value),
-                    issued=int(core.u_ring.issued_q.value),
-                    drained=int(self.dut.g_chk[c].count_q.value),
-                    unaligned=bool(int(core.unaligned_q.value)),
-                    partial=bool(int(core.partial_q.value)),
-                    wrap=bool(int(core.wrap_q.value)),
-                )
-            )
-        return RtlResult(cycles=int(self.dut.cycles_o.value), cores=cores)
+    def _counters(self, span: int, tasks: PerCoreTasks) -> Counters:
+        ports = per_core(self.dut, self.ncores, *COUNTER_PORTS)
+        return Counters(
+            span,
+            tuple(
+                None if seq is None else CoreCounters(*p)
+                for seq, p in zip(tasks, ports, strict=True)
+            ),
+        )
 
-    def compare(self, got: RtlResult, want: cm.TaskResult) -> None:
-        assert got.cycles == want.cycles, f"cycles: RTL {got.cycles}, model {want.cycles}"
-        for c, (g, w) in enumerate(zip(got.cores, want.cores, strict=True)):
-            if g is None or w is None:
-                continue
-            for name in ("cycles", "zero_credit_cycles", "peak_inflight"):
-                gv, wv = getattr(g, name), getattr(w, name)
-                assert gv == wv, f"core {c} {name}: RTL {gv}, model {wv}"
+    def status(self) -> list[CoreStatus]:
+        """Every core's flags and line counts as they stand (they hold until the next task)."""
+        ports = per_core(self.dut, self.ncores, *STATUS_PORTS)
+        return [CoreStatus(i, d, bool(u), bool(p), bool(w)) for i, d, u, p, w in ports]
+
+    async def run_task(
+        self, tasks: Sequence[Task | None], bp: cm.Backpressure | None = None
+    ) -> Counters:
+        """One task per enabled core, started from idle (a workload of one step)."""
+        return await self.run_workload([None if t is None else [t] for t in tasks], bp)
+
+    async def run_sequence(
+        self, tasks: Sequence[Task], bp: cm.Backpressure | None = None
+    ) -> Counters:
+        """Core 0 alone takes `tasks` back to back."""
+        return await self.run_workload([list(tasks)] + [None] * (self.ncores - 1), bp)
 
     def describe_error(self) -> str:
-        d = self.dut
-        word = int(d.chk_word_o.value)
-        what = "address" if word == 16 else f"word {word}"
-        return (
-            f"checker: core {int(d.chk_err_core_o.value)} cycle {int(d.chk_err_cycle_o.value)}: "
-            f"{what} mismatch at line {int(d.chk_exp_addr_o.value):#x} "
-            f"(got line {int(d.chk_act_addr_o.value):#x}, expected word "
-            f"{int(d.chk_exp_word_o.value):#010x}, got {int(d.chk_act_word_o.value):#010x})"
-        )
+        return checker_error(self.dut)

@@ -4,7 +4,7 @@ The cocotb tests upset registers into illegal states and read the sticky
 assert_fail_q bits; here each run's log must also hold the $error message of
 every assertion the tests made fire. Verilator stops at the first $error
 unless +verilator+error+limit is raised, so the runner is called directly
-(ane_kdma.sim.run passes no plusargs) on the FIXED single-core build that
+(ane_kdma.sim.run passes no plusargs) on the fixed single-core build that
 tb/test_kdma.py also uses; a second Verilator run without the plusarg checks
 that an assertion failure does end the simulation there.
 """
@@ -19,7 +19,7 @@ from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 from test_kdma import TOP, params
 
-from ane_kdma.hw import CreditMode
+from ane_kdma import hypotheses
 from ane_kdma.sim import TIMESCALE, build
 
 TESTS = "cocotb_assertions"
@@ -34,7 +34,7 @@ ERROR_LIMIT = "+verilator+error+limit+100000"
 
 
 def _run(sim: str, testcase: str | None, tdir: Path, plusargs: list[str]) -> tuple[int, int]:
-    build_dir = build(sim, TOP, params(CreditMode.FIXED))
+    build_dir = build(sim, TOP, params(hypotheses.get(hypotheses.FIXED)))
     tdir.mkdir(parents=True, exist_ok=True)
     name = testcase or "all"
     results = tdir / f"results-{name}-{os.getpid()}.xml"

@@ -1,34 +1,50 @@
-"""pytest entry points: every cocotb test, per credit mode, on the simulator `SIM` names.
+"""pytest entry points: every cocotb test, per hypothesis the RTL has, on the simulator `SIM` names.
 
 Each (simulator, parameter set) is built once (ane_kdma.sim caches builds by
 content hash, under a lock shared by pytest-xdist workers); each pytest item
-then starts the simulator on that build for one cocotb test.
+then starts the simulator on that build for one cocotb test. The parameter
+dict is the one the CLI's RTL engine builds (ane_kdma.engines.cocotb), so
+the two share builds.
 
 Icarus runs this design about 30x slower than Verilator (and 16 cores far
 slower still), so on Icarus the erratum regression covers laps k = 1, 2, the
-random integrity sizes stop at 1 MiB (plus one forced 8 MiB transfer), the
-random model-match transfers stay below 2 MiB and the 16-core tasks are 256
-lines; `make regress` (KDMA_FULL=1) runs full scale on both.
+random integrity sizes stop at one ring (plus one forced 8-ring transfer),
+the random model-match transfers stay below two rings and the 16-core tasks
+are short; `make regress` (KDMA_FULL=1) runs full scale on both.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from ane_kdma import chip as chips
+from ane_kdma import cyclemodel as cm
+from ane_kdma import hypotheses
+from ane_kdma.contract import Task, Workload
+from ane_kdma.engines.cocotb import build_params, job_document
+from ane_kdma.engines.model import counters_of
 from ane_kdma.fileio import locked
-from ane_kdma.hw import RING_LINES, CreditMode
+from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
 TOP = "kdma_tb_top"
-MODES = list(CreditMode)
-IDS = [m.name.lower() for m in MODES]
+CHIP = chips.load()
+# A chip whose ring and clamp differ from the package's: the engine builds it with
+# RingBits and PrefetchMaxLines, and the testbench must read them from the design.
+OTHER_CHIP = replace(CHIP, geometry=replace(CHIP.geometry, ring_bits=12, prefetch_max_lines=128))
+MODES = list(hypotheses.in_rtl())
+IDS = [h.name for h in MODES]
+MULTI_CORES = 16
 
 
-def params(mode: CreditMode, cores: int = 1) -> dict[str, int]:
-    return {"CreditMode": int(mode), "NumCores": cores}
+def params(hyp: Hypothesis, cores: int = 1, chip: chips.Chip = CHIP) -> dict[str, int]:
+    """kdma_tb_top's parameters for `hyp` on a chip (the m3 by default): the CLI engine's dict."""
+    return build_params(hyp, chip, cores)
 
 
 def full_scale(sim: str) -> bool:
@@ -37,15 +53,20 @@ def full_scale(sim: str) -> bool:
 
 def scale_env(sim: str) -> dict[str, str]:
     """Sizes for the simulator: full on Verilator (or KDMA_FULL=1), reduced on Icarus."""
-    return {} if full_scale(sim) else {"KDMA_SCALE": "small", "KDMA_MAX_LINES": str(RING_LINES)}
+    return {} if full_scale(sim) else {"KDMA_SCALE": "small"}
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
-def test_credit_unit(sim: str, mode: CreditMode) -> None:
+@pytest.mark.parametrize("chip", [CHIP, OTHER_CHIP], ids=["m3", "other-geometry"])
+@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+def test_credit_unit(sim: str, hyp: Hypothesis, chip: chips.Chip) -> None:
     """The credit unit alone, through cocotb-test's run() (the rest uses cocotb_tools.runner)."""
     from cocotb_test.simulator import run as cocotb_test_run
 
-    build = BUILD_ROOT / "cocotb-test" / sim / f"kdma_credit-CreditMode{int(mode)}"
+    geometry = {
+        k: v for k, v in params(hyp, 1, chip).items() if k not in ("CreditMode", "NumCores")
+    }
+    name = "-".join(f"{k}{v}" for k, v in {"CreditMode": hyp.encoding, **geometry}.items())
+    build = BUILD_ROOT / "cocotb-test" / sim / f"kdma_credit-{name}"
     with locked(build.with_suffix(".lock")):
         cocotb_test_run(
             simulator=sim,
@@ -53,7 +74,7 @@ def test_credit_unit(sim: str, mode: CreditMode) -> None:
             module="cocotb_credit",
             toplevel_lang="verilog",
             verilog_sources=[str(RTL / "kdma_pkg.sv"), str(RTL / "kdma_credit.sv")],
-            parameters={"CreditMode": f"2'd{int(mode)}"},  # sized: -G is 32-bit otherwise
+            parameters={"CreditMode": f"2'd{hyp.encoding}", **geometry},  # sized: -G is 32-bit
             python_search=[str(TB)],
             sim_build=str(build),
             timescale="1ns/1ps",
@@ -72,64 +93,96 @@ def test_credit_unit(sim: str, mode: CreditMode) -> None:
         "integrity_random_sizes",
     ],
 )
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
-def test_single_core(sim: str, mode: CreditMode, case: str) -> None:
-    run(sim, TOP, params(mode), "cocotb_kdma", case, extra_env=scale_env(sim))
+@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+def test_single_core(sim: str, hyp: Hypothesis, case: str) -> None:
+    run(sim, TOP, params(hyp), "cocotb_kdma", case, extra_env=scale_env(sim))
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
-def test_multicore(sim: str, mode: CreditMode) -> None:
-    run(
-        sim,
-        TOP,
-        params(mode, 16),
-        "cocotb_kdma",
-        "multicore_shared_memory",
-        extra_env=scale_env(sim),
-    )
+def test_other_geometry(sim: str) -> None:
+    """A build for another chip's ring and clamp: the testbench and model follow the design."""
+    hyp = hypotheses.get(hypotheses.DEFAULT_BUGGY)
+    p = params(hyp, 1, OTHER_CHIP)
+    assert p["RingBits"] == 12, p
+    run(sim, TOP, p, "cocotb_kdma", "model_matches_rtl_random", extra_env=scale_env(sim))
 
 
-@pytest.fixture(scope="module")
-def regression(sim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[CreditMode, dict]:
+@pytest.mark.parametrize("case", ["multicore_shared_memory", "multicore_sequences"])
+@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+def test_multicore(sim: str, hyp: Hypothesis, case: str) -> None:
+    run(sim, TOP, params(hyp, MULTI_CORES), "cocotb_kdma", case, extra_env=scale_env(sim))
+
+
+def test_batch_run(sim: str, tmp_path: Path) -> None:
+    """The CLI engine's path: a job document in, the counters out, equal to the model's."""
+    hyp = hypotheses.get(hypotheses.DEFAULT_BUGGY)
+    line = CHIP.line_bytes
+    uneven = [None] * MULTI_CORES
+    uneven[3] = (Task(0, 40 * line), Task(40 * line, 7 * line + 5))
+    uneven[9] = (Task(1 << 20, 3 * line), Task(1 << 21, 30 * line))
+    workloads = [Workload.from_size(24 * line, MULTI_CORES, split=2), Workload(tuple(uneven))]
+    job, out = tmp_path / "job.json", tmp_path / "out.json"
+    job.write_text(json.dumps(job_document(CHIP, workloads)))
+    env = {"KDMA_JOB": str(job), "KDMA_RESULTS": str(out)}
+    run(sim, TOP, params(hyp, MULTI_CORES), "cocotb_kdma", "batch_run", env, test_dir=tmp_path)
+    got = json.loads(out.read_text())["counters"]
+    assert len(got) == len(workloads)
+    for w, doc in zip(workloads, got, strict=True):
+        res = cm.run(hyp, CHIP.geometry, CHIP.settings, cm.job_of(w.cores, line))
+        want = counters_of(res)
+        assert doc["cycles"] == want.cycles
+        cores = [
+            None if c is None else [c.cycles, c.zero_credit_cycles, c.peak_inflight]
+            for c in want.cores
+        ]
+        assert doc["cores"] == cores
+
+
+@pytest.fixture(scope="session")  # not module: xdist may run other modules between the two
+def regression(sim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Run the erratum regression once per build; the tests below judge its numbers."""
     laps = "1,2,3,4,5,6,7,8" if full_scale(sim) else "1,2"
     tmp = tmp_path_factory.mktemp("regression")
     res = {}
-    for mode in MODES:
-        out = tmp / f"{mode.name}.json"
+    for hyp in MODES:
+        out = tmp / f"{hyp.name}.json"
         env = {"KDMA_LAPS": laps, "KDMA_RESULTS": str(out)}
-        run(sim, TOP, params(mode), "cocotb_kdma", "erratum_regression", extra_env=env)
-        res[mode] = json.loads(out.read_text())
+        run(sim, TOP, params(hyp), "cocotb_kdma", "erratum_regression", extra_env=env)
+        res[hyp.name] = json.loads(out.read_text())
     return res
 
 
 @pytest.mark.xdist_group("regression")  # share one fixture run between the two tests
-def test_erratum_regression(regression: dict[CreditMode, dict]) -> None:
-    """Buggy modes throttle at every k x 0x4000; the fix and the split workaround do not."""
-    res = regression
-    fixed = res[CreditMode.FIXED]
+def test_erratum_regression(regression: dict[str, dict]) -> None:
+    """Buggy hypotheses throttle at every k x ring; the fix and the split workaround do not."""
+    fixed = regression[hypotheses.FIXED]
+    ring = fixed["ring_lines"]
     for k_str, f in fixed["laps"].items():
         k = int(k_str)
-        lines = k * RING_LINES
-        per = {
-            key: f[key] / (lines + dx) for key, dx in (("x0", 0), ("xm256", -256), ("xp256", 256))
-        }
-        for side in ("xm256", "xp256"):
-            assert abs(per["x0"] / per[side] - 1) < 0.01, f"fixed k={k}: notch at {side}: {per}"
-        for mode in (CreditMode.LITERAL, CreditMode.SIGNED):
-            b = res[mode]["laps"][k_str]
-            assert b["x0"] >= 2 * f["x0"], f"{mode.name} k={k}: {b['x0']} vs fixed {f['x0']}"
-            for side, dx in (("xm256", -256), ("xp256", 256)):
-                ratio = (b["x0"] / lines) / (b[side] / (lines + dx))
-                assert ratio >= 2, f"{mode.name} k={k}: x=0 only {ratio:.2f}x slower than {side}"
-            split_err = b["split"] / f["x0"] - 1
-            assert abs(split_err) < 0.05, f"{mode.name} k={k}: split {split_err:+.2%} vs fixed"
+        lines = k * ring
+        for hyp in MODES:
+            r = regression[hyp.name]["laps"][k_str]
+            per = {
+                key: r[key] / (lines + dx)
+                for key, dx in (("x0", 0), ("xm256", -256), ("xp256", 256))
+            }
+            if not hyp.buggy:
+                for side in ("xm256", "xp256"):
+                    assert abs(per["x0"] / per[side] - 1) < 0.01, f"{hyp.name} k={k}: notch: {per}"
+                continue
+            assert r["x0"] >= 2 * f["x0"], f"{hyp.name} k={k}: {r['x0']} vs fixed {f['x0']}"
+            for side in ("xm256", "xp256"):
+                ratio = per["x0"] / per[side]
+                assert ratio >= 2, f"{hyp.name} k={k}: x=0 only {ratio:.2f}x slower than {side}"
+            split_err = r["split"] / f["x0"] - 1
+            assert abs(split_err) < 0.05, f"{hyp.name} k={k}: split {split_err:+.2%} vs fixed"
 
 
 @pytest.mark.xdist_group("regression")
-def test_control_split_changes_nothing(regression: dict[CreditMode, dict]) -> None:
+def test_control_split_changes_nothing(regression: dict[str, dict]) -> None:
     """On buggy hardware, splitting a task that was never in the notch gains nothing (< 2%)."""
-    for mode in (CreditMode.LITERAL, CreditMode.SIGNED):
-        r = regression[mode]
+    for hyp in hypotheses.buggy():
+        if hyp.encoding is None:
+            continue
+        r = regression[hyp.name]
         change = r["control_split"] / r["control_whole"] - 1
-        assert abs(change) < 0.02, f"{mode.name}: control split changed cycles by {change:+.2%}"
+        assert abs(change) < 0.02, f"{hyp.name}: control split changed cycles by {change:+.2%}"

@@ -1,14 +1,14 @@
-"""pytest entry points of the pyuvm environment (tb/uvm/), per credit mode, on the simulator `SIM`.
+"""pytest entry points of the pyuvm environment (tb/uvm/), per hypothesis, on the simulator `SIM`.
 
-Each mode runs two builds, the same parameter dicts as tb/test_kdma.py (so the
+Each hypothesis the RTL has runs two builds, the same parameter dicts as tb/test_kdma.py (so the
 builds are shared): the single-core build runs ``uvm.tests.KdmaRegressionTest``
 and the 16-core build ``uvm.tests.KdmaMultiCoreTest``. Each run fails on the
 coverage bins it owns; this test then merges the two JSON coverage files of
-the mode and fails on any bin both missed, or any illegal bin hit.
+the hypothesis and fails on any bin both missed, or any illegal bin hit.
 
 Knobs (see tb/uvm/knobs.py): KDMA_SEED, KDMA_UVM_TRANSFERS, KDMA_UVM_KMAX,
 KDMA_UVM_LINE_CHECK, KDMA_FULL. They are resolved and checked here, before a
-simulator starts, and the same resolved values go to every run of the mode.
+simulator starts, and the same resolved values go to every run of the hypothesis.
 Replay a run with the seed it prints: ``KDMA_SEED=<n> pytest tb/test_uvm.py``.
 """
 
@@ -25,8 +25,9 @@ from uvm.items import KdmaTaskItem
 from uvm.knobs import ENV_COVERAGE, Knobs
 
 from ane_kdma import cyclemodel as cm
+from ane_kdma import hypotheses
 from ane_kdma.errors import InputError
-from ane_kdma.hw import CreditMode
+from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import run
 
 BUILDS = ((1, "KdmaRegressionTest"), (16, "KdmaMultiCoreTest"))
@@ -37,15 +38,15 @@ def knobs_for(sim: str, environ: Mapping[str, str] = os.environ) -> Knobs:
     return Knobs.from_env(environ, sim)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=IDS)
-def test_uvm(sim: str, mode: CreditMode, tmp_path: Path) -> None:
+@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+def test_uvm(sim: str, hyp: Hypothesis, tmp_path: Path) -> None:
     knobs = knobs_for(sim)
-    print(f"uvm {mode.name}: {knobs.describe()}")
+    print(f"uvm {hyp.name}: {knobs.describe()}")
     parts = []
     for cores, case in BUILDS:
-        out = tmp_path / f"coverage-{mode.name.lower()}-{cores}.json"
+        out = tmp_path / f"coverage-{hyp.name}-{cores}.json"
         env = {**knobs.to_env(), ENV_COVERAGE: str(out)}
-        run(sim, TOP, params(mode, cores), "uvm.tests", case, extra_env=env, test_dir=tmp_path)
+        run(sim, TOP, params(hyp, cores), "uvm.tests", case, extra_env=env, test_dir=tmp_path)
         parts.append(out)
     cov = Coverage.load_merged(parts)
     report = cov.report()
@@ -59,7 +60,7 @@ def test_uvm(sim: str, mode: CreditMode, tmp_path: Path) -> None:
 # Bad input: rejected with one clear line, before a simulator starts
 # ---------------------------------------------------------------------------
 def _item(**kw) -> KdmaTaskItem:
-    args = {"base_addr": 0x1000, "size_bytes": 640, "mode": CreditMode.FIXED, **kw}
+    args = {"base_addr": 0x1000, "size_bytes": 640, "hyp": hypotheses.get("fixed"), **kw}
     return KdmaTaskItem("bad", **args)
 
 
@@ -76,7 +77,7 @@ def _item(**kw) -> KdmaTaskItem:
         ({"ext_ready": True}, "give a back-pressure"),
         ({"chained": True, "cores": 2}, "core 0 alone"),
         ({"chained": True, "size_bytes": 0}, "a line at least"),
-        ({"mode": 2}, "not a CreditMode"),
+        ({"hyp": 2}, "not a hypotheses.Hypothesis"),
     ],
 )
 def test_item_rejects_impossible_values(kw: dict, message: str) -> None:
@@ -88,9 +89,9 @@ def test_item_rejects_impossible_values(kw: dict, message: str) -> None:
 
 def test_item_checks_the_build() -> None:
     with pytest.raises(InputError, match="16 active cores on a 1-core build"):
-        _item(cores=16).check_build(1, CreditMode.FIXED)
-    with pytest.raises(InputError, match="a FIXED task on a LITERAL build"):
-        _item().check_build(1, CreditMode.LITERAL)
+        _item(cores=16).check_build(1, hypotheses.get("fixed"))
+    with pytest.raises(InputError, match="a fixed task on a literal build"):
+        _item().check_build(1, hypotheses.get("literal"))
 
 
 def test_item_core_layout() -> None:

@@ -35,7 +35,8 @@ TB = REPO / "tb"
 if str(TB) not in sys.path:
     sys.path.insert(0, str(TB))  # the runner builds the simulator's PYTHONPATH from sys.path
 
-from ane_kdma.hw import CreditMode  # noqa: E402
+from ane_kdma import chip, hypotheses  # noqa: E402
+from ane_kdma.engines.cocotb import build_params  # noqa: E402
 from ane_kdma.sim import (  # noqa: E402
     RTL,
     TIMESCALE,
@@ -55,7 +56,7 @@ class Mutant:
     file: str  # under rtl/
     find: str  # text that occurs exactly once in the file
     replace: str
-    mode: CreditMode  # the build that exposes it
+    mode: str  # the hypothesis (ane_kdma.hypotheses) whose build exposes it
     what: str
     cores: int = 1
 
@@ -66,7 +67,7 @@ MUTANTS = (
         "kdma_credit.sv",
         "assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0];",
         "assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0] + 1'b1;",
-        CreditMode.LITERAL,
+        "literal",
         "kdma_credit: the ring's end pointer one line too far",
     ),
     Mutant(
@@ -74,7 +75,7 @@ MUTANTS = (
         "kdma_credit.sv",
         "assign credit_o = (avail > Clamp) ? CreditBits'(PrefetchMaxLines) : CreditBits'(avail);",
         "assign credit_o = CreditBits'(avail);",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_credit: no min(credit, 256)",
     ),
     Mutant(
@@ -82,7 +83,7 @@ MUTANTS = (
         "kdma_credit.sv",
         "CreditFixed:   avail = transfer_lines_i - issued_lines_i;",
         "CreditFixed:   avail = COUNT_BITS'(RingBits'(transfer_lines_i - issued_lines_i));",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_credit FIXED: lines left computed in 14 bits (the erratum back in the fix)",
     ),
     Mutant(
@@ -90,7 +91,7 @@ MUTANTS = (
         "kdma_prefetch_ring.sv",
         " && (outstanding_i < cap_o);",
         ";",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_prefetch_ring: issue gate ignores window + credit",
     ),
     Mutant(
@@ -98,7 +99,7 @@ MUTANTS = (
         "kdma_prefetch_ring.sv",
         "assign window_plus_credit = SumBits'(window_i) + SumBits'(credit_o);",
         "assign window_plus_credit = SumBits'(credit_o);",
-        CreditMode.SIGNED,
+        "signed",
         "kdma_prefetch_ring: demand window dropped from the cap",
     ),
     Mutant(
@@ -106,7 +107,7 @@ MUTANTS = (
         "kdma_prefetch_ring.sv",
         "assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0];",
         "assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0] + 1'b1;",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_prefetch_ring: every read one line ahead",
     ),
     Mutant(
@@ -114,7 +115,7 @@ MUTANTS = (
         "kdma_pkg.sv",
         "d[32*j+:32] = line_word(line_addr, 4'(j));",
         "d[32*j+:32] = line_word(line_addr, 4'(j) ^ 4'd1);",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_pkg line_data: adjacent words swapped (the HDL checker shares it)",
     ),
     Mutant(
@@ -122,7 +123,7 @@ MUTANTS = (
         "kdma_mem_model.sv",
         "assign resp_data_o[c]  = line_data(addr_mem[rd_q]);",
         "assign resp_data_o[c]  = line_data(addr_mem[rd_q] + 1'b1);",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_mem_model: returns the next line's data",
     ),
     Mutant(
@@ -130,7 +131,7 @@ MUTANTS = (
         "kdma_core.sv",
         "assign cur_last   = cur_drain && (consumed_q + 1'b1 == lines_q);",
         "assign cur_last   = cur_drain && (consumed_q + 2'd2 == lines_q);",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_core: done raised one line early",
     ),
     Mutant(
@@ -138,7 +139,7 @@ MUTANTS = (
         "kdma_core.sv",
         "+ COUNT_BITS'(|size_bytes_i[LINE_SHIFT-1:0]);",
         ";",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_core: a size's partial last line not rounded up",
     ),
     Mutant(
@@ -146,7 +147,7 @@ MUTANTS = (
         "kdma_core.sv",
         "if (drain)        kmem_rd_q <= kmem_rd_q + 1'b1;",
         "if (1'b0)         kmem_rd_q <= kmem_rd_q + 1'b1;",
-        CreditMode.LITERAL,
+        "literal",
         "kdma_core: KMem read pointer never advances",
     ),
     Mutant(
@@ -154,7 +155,7 @@ MUTANTS = (
         "kdma_core.sv",
         "if (cur_busy_q && !cur_last) tail_q <=",
         "if (1'b0) tail_q <=",
-        CreditMode.SIGNED,
+        "signed",
         "kdma_core: a back-to-back task forgets the draining task's lines",
     ),
     Mutant(
@@ -162,7 +163,7 @@ MUTANTS = (
         "kdma_top.sv",
         ".arb_restart_i(accept),",
         ".arb_restart_i(1'b0),",
-        CreditMode.FIXED,
+        "fixed",
         "kdma_top: round-robin does not restart at port 0 per task",
         cores=16,
     ),
@@ -199,8 +200,9 @@ def _case(cores: int) -> str:
     return "KdmaRegressionTest" if cores == 1 else "KdmaMultiCoreTest"
 
 
-def _params(m: Mutant) -> dict[str, int]:
-    return {"CreditMode": int(m.mode), "NumCores": m.cores}  # as tb/test_kdma.py
+def _params(mode: str, cores: int) -> dict[str, int]:
+    """The build of the m3 chip for `mode`, as tb/test_kdma.py and the CLI's RTL engine make it."""
+    return build_params(hypotheses.get(mode), chip.load(), cores)
 
 
 def _check_applies(m: Mutant) -> str | None:
@@ -252,7 +254,7 @@ def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
         runner.build(
             sources=[str(s) for s in sources],
             hdl_toplevel=TOP,
-            parameters=_params(m),
+            parameters=_params(m.mode, m.cores),
             build_args=simulator_args(args.sim, False),
             build_dir=str(build_dir),
             timescale=TIMESCALE,
@@ -288,28 +290,19 @@ def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
 
 def _baseline(args: argparse.Namespace, scratch: Path, mutants: list[Mutant]) -> None:
     """The plan on the unmodified RTL (normal cached builds) must pass."""
-    for params in sorted({tuple(_params(m).items()) for m in mutants}):
-        p = dict(params)
+    for mode, cores in sorted({(m.mode, m.cores) for m in mutants}):
         t0 = time.time()
-        tdir = scratch / f"baseline-{p['CreditMode']}-{p['NumCores']}"
-        run(
-            args.sim,
-            TOP,
-            p,
-            TEST_MODULE,
-            _case(p["NumCores"]),
-            extra_env=_env(args, p["NumCores"]),
-            test_dir=tdir,
-        )
-        mode = CreditMode(p["CreditMode"]).name
-        print(f"baseline {mode:<7} x{p['NumCores']:<2} passed ({time.time() - t0:.0f} s)")
+        tdir = scratch / f"baseline-{mode}-{cores}"
+        p = _params(mode, cores)
+        run(args.sim, TOP, p, TEST_MODULE, _case(cores), extra_env=_env(args, cores), test_dir=tdir)
+        print(f"baseline {mode:<7} x{cores:<2} passed ({time.time() - t0:.0f} s)")
 
 
 def _table(outcomes: list[Outcome], markdown: bool) -> str:
     rows = [("mutant", "mode", "caught", "first check", "what", "detail")]
     for o in outcomes:
         m = o.mutant
-        mode = m.mode.name + (f" x{m.cores}" if m.cores > 1 else "")
+        mode = m.mode + (f" x{m.cores}" if m.cores > 1 else "")
         detail = o.detail if len(o.detail) <= 90 else o.detail[:87] + "..."
         rows.append((m.name, mode, "yes" if o.caught else "NO", o.check, m.what, detail))
     if markdown:
@@ -341,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.list:
         for m in MUTANTS:
-            print(f"{m.name:<28} {m.mode.name:<8} {m.file:<22} {m.what}")
+            print(f"{m.name:<28} {m.mode:<8} {m.file:<22} {m.what}")
         return 0
     mutants = [m for m in MUTANTS if not args.only or m.name in args.only]
     unknown = set(args.only or []) - {m.name for m in MUTANTS}

@@ -1,10 +1,11 @@
 """Wave dumps of the erratum for GTKWave: `python -m ane_kdma.waves --sim SIM --out DIR`.
 
-One 0x4000-line transfer per credit mode (by default the buggy SIGNED and the
-FIXED build), each run by tb/cocotb_waves.py on a wave build of kdma_tb_top,
-which KdmaTB checks against the cycle model as in every other test. The dump
-the simulator wrote is moved to DIR/kdma_<mode>.vcd (Verilator, as sim.py
-builds it) or .fst (Icarus). tb/waves/kdma.gtkw lays the ring out in groups; both simulators name
+One transfer of one ring's worth of lines (0x4000 on the m3) per hypothesis
+(by default the default buggy reading and the fix, from ane_kdma.hypotheses),
+each run by tb/cocotb_waves.py on a wave build of kdma_tb_top, which KdmaTB
+checks against the cycle model as in every other test. The dump the simulator
+wrote is moved to DIR/kdma_<hypothesis>.vcd (Verilator, as sim.py builds it)
+or .fst (Icarus). tb/waves/kdma.gtkw lays the ring out in groups; both simulators name
 the scopes the same way (``g_core[0]``), so one save file serves both.
 """
 
@@ -23,9 +24,12 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from ane_kdma import chip as chips
+from ane_kdma import hypotheses
+from ane_kdma.engines.cocotb import build_params
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
-from ane_kdma.hw import RING_LINES, CreditMode
+from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import SIMULATORS, TB, build, check_simulator, rtl_sources, run
 
 TOP = "kdma_tb_top"
@@ -35,7 +39,7 @@ WAVES_DIR = TB / "waves"
 SAVE_FILE = WAVES_DIR / "kdma.gtkw"
 # Verilator only: leaves the 512-bit line data out of the VCD (about half its size).
 TRACE_CONTROL = WAVES_DIR / "kdma_trace.vlt"
-DEFAULT_MODES = (CreditMode.SIGNED, CreditMode.FIXED)
+DEFAULT_MODES = (hypotheses.get(hypotheses.DEFAULT_BUGGY), hypotheses.get(hypotheses.FIXED))
 DUMP_SUFFIXES = (".fst", ".vcd")
 # Screen for the GTKWave screenshots; the save file asks for a 1400 x 800 window.
 XVFB_SCREEN = "1600x1000x24"
@@ -49,7 +53,7 @@ _GRP_END = 0x1000000
 class Dump:
     """One wave dump written by `write_dump`."""
 
-    mode: CreditMode
+    hyp: Hypothesis
     sim: str
     path: Path
     seconds: float  # build (if not cached) + simulation + move
@@ -69,15 +73,15 @@ class SaveSignal:
     spelled: str  # as GTKWave spells it, with the range: ...u_core.lines_q[31:0]
 
 
-def dump_name(mode: CreditMode) -> str:
-    return f"kdma_{mode.name.lower()}"
+def dump_name(hyp: Hypothesis) -> str:
+    return f"kdma_{hyp.name}"
 
 
-def find_dump(out: Path, mode: CreditMode) -> Path:
-    """The newest dump of `mode` in `out`, whichever format the simulator wrote."""
-    found = [p for p in (out / (dump_name(mode) + s) for s in DUMP_SUFFIXES) if p.is_file()]
+def find_dump(out: Path, hyp: Hypothesis) -> Path:
+    """The newest dump of `hyp` in `out`, whichever format the simulator wrote."""
+    found = [p for p in (out / (dump_name(hyp) + s) for s in DUMP_SUFFIXES) if p.is_file()]
     if not found:
-        raise FileNotFoundError(f"no {dump_name(mode)}.fst or .vcd in {out}")
+        raise FileNotFoundError(f"no {dump_name(hyp)}.fst or .vcd in {out}")
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
@@ -85,12 +89,13 @@ def wave_sources(sim: str) -> list[Path]:
     return rtl_sources() + ([TRACE_CONTROL] if sim == "verilator" else [])
 
 
-def params(mode: CreditMode) -> dict[str, int]:
-    return {"CreditMode": int(mode), "NumCores": 1}
+def params(hyp: Hypothesis) -> dict[str, int]:
+    """A one-core build of the m3 chip (the parameters the CLI's RTL engine uses)."""
+    return build_params(hyp, chips.load(), 1)
 
 
-def write_dump(sim: str, mode: CreditMode, out: Path, lines: int = RING_LINES) -> Dump:
-    """Run one transfer of `lines` lines on a wave build; move its dump to out/kdma_<mode>.*.
+def write_dump(sim: str, hyp: Hypothesis, out: Path, lines: int | None = None) -> Dump:
+    """Run one transfer of `lines` lines (default: one ring); move the dump to out/kdma_<name>.*.
 
     Verilator writes dump.vcd into the test directory, which is ours. Icarus
     (cocotb's iverilog dump module) writes <top>.fst into the shared build
@@ -98,12 +103,12 @@ def write_dump(sim: str, mode: CreditMode, out: Path, lines: int = RING_LINES) -
     """
     check_simulator(sim)
     out.mkdir(parents=True, exist_ok=True)
-    run_dir = out / f".run-{dump_name(mode)}"
+    run_dir = out / f".run-{dump_name(hyp)}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
     sources = wave_sources(sim)
-    p = params(mode)
-    env = {"KDMA_WAVE_LINES": str(lines)}
+    p = params(hyp)
+    env = {} if lines is None else {"KDMA_WAVE_LINES": str(lines)}
     t0 = time.monotonic()
     build_dir = build(sim, TOP, p, sources=sources, waves=True)
     if sim == "verilator":
@@ -119,10 +124,10 @@ def write_dump(sim: str, mode: CreditMode, out: Path, lines: int = RING_LINES) -
         got = [w for w in written if w.is_file()]
         if not got:
             raise RuntimeError(f"the simulator wrote no dump ({written[0].name}); see {run_dir}")
-        dest = out / (dump_name(mode) + got[0].suffix)
+        dest = out / (dump_name(hyp) + got[0].suffix)
         shutil.move(got[0], dest)
     shutil.rmtree(run_dir)  # only on success: after a failure it holds the simulator's log
-    return Dump(mode=mode, sim=sim, path=dest, seconds=time.monotonic() - t0)
+    return Dump(hyp=hyp, sim=sim, path=dest, seconds=time.monotonic() - t0)
 
 
 # ------------------------------------------------------------------- save file
@@ -241,11 +246,15 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _modes(text: str) -> list[CreditMode]:
+def _modes(text: str) -> list[Hypothesis]:
     try:
-        return [CreditMode.parse(t) for t in text.split(",") if t.strip()]
+        modes = [hypotheses.get(t) for t in text.split(",") if t.strip()]
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    python_only = [h.name for h in modes if h.encoding is None]
+    if python_only:
+        raise argparse.ArgumentTypeError(f"not in the RTL: {', '.join(python_only)}")
+    return modes
 
 
 def _lines(text: str) -> int:
@@ -261,7 +270,7 @@ def _lines(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ane_kdma.waves",
-        description="Wave dumps of one buggy and one fixed 0x4000-line transfer, for GTKWave.",
+        description="Wave dumps of a buggy and a fixed one-ring (1 MiB) transfer, for GTKWave.",
     )
     p.add_argument("--sim", choices=SIMULATORS, default=os.environ.get("SIM", "verilator"))
     p.add_argument("--out", type=Path, default=Path("out/waves"), help="directory for the dumps")
@@ -269,15 +278,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--modes",
         type=_modes,
         default=list(DEFAULT_MODES),
-        help="credit modes, comma-separated (default: signed,fixed; also literal)",
+        help="hypotheses, comma-separated (default: "
+        + ",".join(h.name for h in DEFAULT_MODES)
+        + "; any of "
+        + ",".join(h.name for h in hypotheses.in_rtl())
+        + ")",
     )
     p.add_argument(
-        "--lines", type=_lines, default=RING_LINES, help="transfer length (default 0x4000)"
+        "--lines", type=_lines, default=None, help="transfer length (default: one ring, 0x4000)"
     )
     p.add_argument(
         "--png",
         action="store_true",
-        help="also save GTKWave's view of each dump as DIR/kdma_<mode>.png (gtkwave, xvfb)",
+        help="also save GTKWave's view of each dump as DIR/kdma_<hypothesis>.png (gtkwave, xvfb)",
     )
     return p
 
@@ -289,11 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.png and gtkwave_available():
             raise InputError(f"--png: {gtkwave_available()}")
         dumps = []
-        for mode in args.modes:
-            d = write_dump(args.sim, mode, args.out, args.lines)
+        for hyp in args.modes:
+            d = write_dump(args.sim, hyp, args.out, args.lines)
             dumps.append(d)
             print(
-                f"{mode.name.lower():8s} {_shown(d.path)}  "
+                f"{hyp.name:8s} {_shown(d.path)}  "
                 f"{d.size_bytes / 1e6:.1f} MB, {d.seconds:.1f} s ({args.sim})"
             )
             missing = missing_signals(d.path)

@@ -13,6 +13,10 @@ module kdma_tb_top #(
   parameter int NumCores = 1,
   // Credit arithmetic (kdma_pkg::credit_mode_e encoding).
   parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  // Width of the prefetch ring pointers, in lines (a chip's ring_bits).
+  parameter int RingBits = kdma_pkg::RING_BITS,
+  // Clamp on the look-ahead credit, in lines (a chip's prefetch_max_lines).
+  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
   // Largest memory latency, cycles.
   parameter int MaxLatencyCycles = 4095,
   // Half clock period in simulation time units (the clock runs in HDL so
@@ -37,6 +41,17 @@ module kdma_tb_top #(
   output logic                                         idle_o,
   output logic                                         done_o,
   output logic [31:0]                                  cycles_o,
+
+  // ---- Per-core status and counters (kdma_top's, passed through) ----
+  output logic [NumCores-1:0]                                      core_done_o,
+  output logic [NumCores-1:0]                                      unaligned_o,
+  output logic [NumCores-1:0]                                      partial_o,
+  output logic [NumCores-1:0]                                      wrap_o,
+  output logic [NumCores-1:0][31:0]                                core_cycles_o,
+  output logic [NumCores-1:0][31:0]                                zero_credit_cycles_o,
+  output logic [NumCores-1:0][$clog2(kdma_pkg::KMEM_LINES+1)-1:0] peak_inflight_o,
+  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]            issued_lines_o,
+  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]            consumed_lines_o,
 
   // ---- Consumer back-pressure ----
   input  logic [15:0]         bp_seed_i,       // LFSR seed, loaded when a task starts from idle
@@ -77,6 +92,8 @@ module kdma_tb_top #(
   kdma_top #(
     .NumCores        (NumCores),
     .CreditMode      (CreditMode),
+    .RingBits        (RingBits),
+    .PrefetchMaxLines(PrefetchMaxLines),
     .MaxLatencyCycles(MaxLatencyCycles)
   ) u_top (
     .clk_i,
@@ -97,15 +114,15 @@ module kdma_tb_top #(
     .kmem_ready_i        (kmem_ready),
     .kmem_addr_o         (kmem_addr),
     .kmem_data_o         (kmem_data),
-    .core_done_o         (),
-    .unaligned_o         (),
-    .partial_o           (),
-    .wrap_o              (),
-    .core_cycles_o       (),
-    .zero_credit_cycles_o(),
-    .peak_inflight_o     (),
-    .issued_lines_o      (),
-    .consumed_lines_o    ()
+    .core_done_o,
+    .unaligned_o,
+    .partial_o,
+    .wrap_o,
+    .core_cycles_o,
+    .zero_credit_cycles_o,
+    .peak_inflight_o,
+    .issued_lines_o,
+    .consumed_lines_o
   );
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -180,26 +197,41 @@ module kdma_tb_top #(
       end
     end
 
+    // The comparison works on this core's own copies: an always_comb that
+    // selected kmem_data[c] would wake on every core's lines under Icarus.
+    logic [LINE_ADDR_BITS-1:0] got_addr;
+    logic [LINE_BITS-1:0]      got_data;
+    logic                      bad;
+    logic [7:0]                bad_word;
+    logic [31:0]               bad_exp, bad_act;
+
+    assign got_addr = kmem_addr[c];
+    assign got_data = kmem_data[c];
+
     always_comb begin
-      mism[c]     = 1'b0;
-      exp_addr[c] = 32'(exp_q);
-      act_addr[c] = 32'(kmem_addr[c]);
-      word_idx[c] = 8'd16;
-      exp_word[c] = '0;
-      act_word[c] = '0;
+      bad      = 1'b0;
+      bad_word = 8'd16;
+      bad_exp  = '0;
+      bad_act  = '0;
       if (drain) begin
-        if (kmem_addr[c] != exp_q || stray) mism[c] = 1'b1;
+        if (got_addr != exp_q || stray) bad = 1'b1;
         for (int j = 15; j >= 0; j--) begin
-          if (kmem_data[c][32*j+:32] != want[32*j+:32]) begin
-            mism[c]     = 1'b1;
-            word_idx[c] = 8'(j);
-            exp_word[c] = want[32*j+:32];
-            act_word[c] = kmem_data[c][32*j+:32];
+          if (got_data[32*j+:32] != want[32*j+:32]) begin
+            bad      = 1'b1;
+            bad_word = 8'(j);
+            bad_exp  = want[32*j+:32];
+            bad_act  = got_data[32*j+:32];
           end
         end
       end
     end
 
+    assign mism[c]     = bad;
+    assign exp_addr[c] = 32'(exp_q);
+    assign act_addr[c] = 32'(got_addr);
+    assign word_idx[c] = bad_word;
+    assign exp_word[c] = bad_exp;
+    assign act_word[c] = bad_act;
     assign chk_count_o[c] = count_q;
   end
 

@@ -1,13 +1,18 @@
 """pyuvm environment for kdma_tb_top: constrained-random transfers, per-line scoreboard, coverage.
 
-Layout (signal code only in ``bfm`` and the driver in ``components``):
+Layout (signal code only in ``bfm`` and ``driver``; the harness helpers they
+share with the cocotb tests live in tb/kdma_tb.py):
 
 * ``knobs``      run knobs (seed, transfer count, laps) from the environment, validated
   before any simulator starts; pure Python.
 * ``covermodel`` the coverage bins, their merge across builds and the report; pure Python.
 * ``items``      the task sequence item and the monitor transactions.
 * ``bfm``        every signal the environment touches.
-* ``components`` driver, monitors, agent, scoreboard, coverage subscriber, env.
+* ``driver``     the driver: task items to pin activity through the BFM.
+* ``monitors``   the task, memory-request and KMem monitors (one BFM queue each).
+* ``scoreboard`` the per-line, counter and cycle-model checks (Counters.mismatches).
+* ``coverage``   the coverage subscriber (a missed bin fails the test).
+* ``env``        the agent and the env that wires them.
 * ``sequences``  notch-focused, random-size, split-pair, reset, multi-core sequences.
 * ``tests``      the pyuvm tests (the cocotb test module ``uvm.tests``).
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import cocotb
 from cocotb.queue import Queue
-from cocotb.simtime import get_sim_time
 from cocotb.triggers import (
     ClockCycles,
     Event,
@@ -30,7 +29,16 @@ from cocotb.triggers import (
 )
 
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import LINE_ADDR_BITS, LINE_ADDR_MASK, RATE_ONE, CreditMode
+from ane_kdma.hw import LINE_ADDR_BITS, LINE_ADDR_MASK
+from kdma_tb import (
+    COUNTER_PORTS,
+    Build,
+    apply_settings,
+    drive_task,
+    now_ns,
+    per_core,
+    settle_cycles,
+)
 
 from .items import (
     CheckerError,
@@ -83,12 +91,12 @@ class KdmaBfm:
         self.dut = dut
         self.top = dut.u_top
         self.clk = dut.clk_o
-        self.ncores = int(dut.NumCores.value)
-        self.mode = CreditMode(int(dut.CreditMode.value))
-        self.max_latency = int(dut.MaxLatencyCycles.value)
-        self.period_ns = 2 * int(dut.HalfPeriod.value)
+        self.build = Build.of(dut)  # hypothesis, cores and geometry, from the design
+        self.ncores = self.build.ncores
+        self.hyp = self.build.hyp
+        self.geometry = self.build.geometry
+        self.period_ns = self.build.period_ns
         self.cores = [self.top.g_core[c].u_core for c in range(self.ncores)]
-        self.checkers = [dut.g_chk[c] for c in range(self.ncores)]
         self.has_assert_bits = all(hasattr(core, "assert_fail_q") for core in self.cores)
         self.task_q: Queue = Queue()
         self.req_q: Queue = Queue()
@@ -124,17 +132,9 @@ class KdmaBfm:
         cocotb.start_soon(self._sample_lines())
 
     def apply_settings(self, s: cm.Settings) -> None:
-        if s.latency > self.max_latency:
-            raise ValueError(f"latency {s.latency} above the build's {self.max_latency}")
-        self.dut.latency_i.value = s.latency
-        self.dut.window_i.value = s.window
-        self.dut.core_rate_i.value = s.core_rate_q16
-        self.dut.agg_rate_i.value = s.agg_rate_q16
+        apply_settings(self.dut, self.build, s)
 
-    @staticmethod
-    def settle_cycles(s: cm.Settings) -> int:
-        """Idle cycles that refill every token bucket, as the model assumes at a start."""
-        return -(-RATE_ONE // min(s.core_rate_q16, s.agg_rate_q16)) + 2
+    settle_cycles = staticmethod(settle_cycles)
 
     async def idle_cycles(self, n: int) -> None:
         """Let n clock edges pass (n >= 1); return just after the last one.
@@ -156,9 +156,9 @@ class KdmaBfm:
     async def wait_idle(self, limit_cycles: int) -> None:
         """Until idle_o is high, then the next clock edge; fail after `limit_cycles`."""
         await ReadOnly()  # Icarus shows pre-edge values to an edge callback
-        deadline = self._now() + limit_cycles * self.period_ns
+        deadline = now_ns() + limit_cycles * self.period_ns
         while not self.is_idle():
-            left = deadline - self._now()
+            left = deadline - now_ns()
             if left <= 0:
                 raise AssertionError(f"[timeout] engine not idle after {limit_cycles} cycles")
             await First(RisingEdge(self.dut.idle_o), Timer(left, unit="ns"))
@@ -166,21 +166,8 @@ class KdmaBfm:
         await RisingEdge(self.clk)
 
     def drive_task(self, item: KdmaTaskItem) -> None:
-        en = bases = sizes = 0
-        for c, t in enumerate(item.core_tasks(self.ncores)):
-            if t is None:
-                continue
-            en |= 1 << c
-            bases |= t.base_addr << (32 * c)
-            sizes |= t.size_bytes << (32 * c)
-        d = self.dut
-        d.core_en_i.value = en
-        d.base_addr_i.value = bases
-        d.size_bytes_i.value = sizes
-        bp = item.backpressure
-        d.bp_seed_i.value = bp.seed & 0xFFFF if bp else 1
-        d.bp_threshold_i.value = bp.threshold if bp else 0
-        d.ext_ready_en_i.value = int(item.ext_ready)
+        drive_task(self.dut, item.core_tasks(self.ncores), item.backpressure)
+        self.dut.ext_ready_en_i.value = int(item.ext_ready)
         if not item.chained:
             self._line_check_next = item.line_check
 
@@ -234,9 +221,6 @@ class KdmaBfm:
             return (0,) * self.ncores
         return tuple(_u(core.assert_fail_q) for core in self.cores)
 
-    def _now(self) -> int:
-        return int(get_sim_time(unit="ns"))
-
     async def _watch_tasks(self) -> None:
         d = self.dut
         while True:
@@ -276,7 +260,7 @@ class KdmaBfm:
             if self._sampling:
                 self._sample_go.set()
         return TaskStart(
-            time_ns=self._now(),
+            time_ns=now_ns(),
             fresh=fresh,
             core_en=_u(d.core_en_i),
             bases=_split(d.base_addr_i.value.to_unsigned(), 32, self.ncores),
@@ -288,24 +272,15 @@ class KdmaBfm:
         )
 
     def _run_end(self) -> RunEnd:
-        cores = tuple(
-            CoreState(
-                cycles=_u(core.cycles_q),
-                zero_credit_cycles=_u(core.zero_credit_q),
-                peak_inflight=_u(core.peak_inflight_q),
-                issued=_u(core.u_ring.issued_q),
-                drained=_u(chk.count_q),
-                assert_bits=bits,
-            )
-            for core, chk, bits in zip(self.cores, self.checkers, self._assert_bits(), strict=True)
-        )
         d = self.dut
-        return RunEnd(self._now(), _u(d.cycles_o), bool(_u(d.chk_err_o)), cores)
+        ports = per_core(d, self.ncores, *COUNTER_PORTS, "issued_lines_o", "chk_count_o")
+        cores = tuple(CoreState(*p, b) for p, b in zip(ports, self._assert_bits(), strict=True))
+        return RunEnd(now_ns(), _u(d.cycles_o), bool(_u(d.chk_err_o)), cores)
 
     def _checker_error(self) -> CheckerError:
         d = self.dut
         return CheckerError(
-            time_ns=self._now(),
+            time_ns=now_ns(),
             core=_u(d.chk_err_core_o),
             cycle=_u(d.chk_err_cycle_o),
             exp_addr=_u(d.chk_exp_addr_o),
@@ -335,7 +310,7 @@ class KdmaBfm:
             )
             for c, core in enumerate(self.cores)
         )
-        self.task_q.put_nowait(ResetEvent(self._now(), was_open, self.is_idle(), leftovers, bits))
+        self.task_q.put_nowait(ResetEvent(now_ns(), was_open, self.is_idle(), leftovers, bits))
 
     async def _sample_lines(self) -> None:
         d = self.dut

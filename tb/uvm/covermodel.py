@@ -1,16 +1,17 @@
 """Coverage bins of the pyuvm environment, their merge across builds, and the report (pure Python).
 
-Bins, per credit mode (the mode is fixed per build, so every bin is crossed
-with the build's mode and each mode has its own JSON file):
+Bins, per hypothesis of the registry (ane_kdma.hypotheses; the hypothesis is
+fixed per build, so every bin is crossed with the build's and each hypothesis
+has its own JSON file). R is the build's ring, 0x4000 lines on the m3:
 
-* ``notch k=K x=C``: a completed task of ``lines = K * 0x4000 + x`` lines
-  (K = round(lines / 0x4000), erratum.md section 2) with x in class C, one of
+* ``notch k=K x=C``: a completed task of ``lines = K * R + x`` lines
+  (K = round(lines / R), erratum.md section 2) with x in class C, one of
   0, +1..31, -1..-31, +32..255, -32..-255, +256..300, -256..-300; K = 0..k_max
   (k = 0 has no negative x).
 * ``credit: zero with lines left``: a core counted a cycle with zero credit and
-  lines still to issue. Required in the buggy modes; ILLEGAL in FIXED, where a
-  hit fails the run at once.
-* ``ring: wrap crossed`` / ``ring: no wrap``: start_line mod 0x4000 + lines > 0x4000.
+  lines still to issue. Required for a buggy hypothesis; ILLEGAL for one that
+  is not (``buggy == False``: the fix), where a hit fails the run at once.
+* ``ring: wrap crossed`` / ``ring: no wrap``: start_line mod R + lines > R.
 * ``bp: off`` / ``bp: lfsr`` / ``bp: external``: consumer back-pressure.
 * ``reset: mid-task``: reset while a run was in flight.
 * ``split: back-to-back``: a task taken while the previous one drained.
@@ -19,7 +20,7 @@ with the build's mode and each mode has its own JSON file):
 Each build run owns the bins it can reach: the single-core build every bin but
 ``cores: 2..15`` and ``cores: 16``; the 16-core build the three ``cores`` bins.
 A run fails on a missed bin it owns; tb/test_uvm.py merges the two JSON files
-of a mode (hit counts add) and fails on any bin missed by both.
+of a hypothesis (hit counts add) and fails on any bin missed by both.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ane_kdma.hw import RING_LINES, CreditMode, lap_and_offset
+from ane_kdma import hypotheses
+from ane_kdma.hw import lap_and_offset
+from ane_kdma.hypotheses import Hypothesis
 
 X_CLASSES: tuple[tuple[str, int, int], ...] = (
     ("0", 0, 0),
@@ -67,33 +70,34 @@ def notch_bin(k: int, cls: str) -> str:
     return f"notch k={k} x={cls}"
 
 
-def notch_of(lines: int) -> str | None:
+def notch_of(lines: int, ring_lines: int) -> str | None:
     """The notch bin of a task of `lines` lines, if it has one."""
-    k, x = lap_and_offset(lines)
+    k, x = lap_and_offset(lines, ring_lines)
     cls = x_class(x)
     return None if cls is None or k > 8 else notch_bin(k, cls)
 
 
-def wraps_ring(base_line: int, lines: int) -> bool:
-    return base_line % RING_LINES + lines > RING_LINES
+def wraps_ring(base_line: int, lines: int, ring_lines: int) -> bool:
+    return base_line % ring_lines + lines > ring_lines
 
 
-def all_bins(mode: CreditMode, k_max: int) -> list[str]:
+def all_bins(k_max: int) -> list[str]:
+    """Every bin; the same for every hypothesis (which of them are illegal is not)."""
     bins = [notch_bin(k, c) for k in range(k_max + 1) for c in notch_classes(k)]
     return bins + [ZERO_CREDIT, RING_WRAP, RING_NO_WRAP, BP_OFF, BP_LFSR, BP_EXT, RESET_MID, SPLIT]
 
 
-def illegal_bins(mode: CreditMode) -> list[str]:
-    """The fix never starves the prefetcher while lines remain."""
-    return [ZERO_CREDIT] if mode is CreditMode.FIXED else []
+def illegal_bins(hyp: Hypothesis) -> list[str]:
+    """A hypothesis that is not buggy (the fix) never starves the prefetcher while lines remain."""
+    return [] if hyp.buggy else [ZERO_CREDIT]
 
 
-def owned_bins(mode: CreditMode, k_max: int, build_cores: int) -> list[str]:
+def owned_bins(hyp: Hypothesis, k_max: int, build_cores: int) -> list[str]:
     """Bins the run of a `build_cores`-core build must hit on its own."""
     if build_cores > 1:
         return list(MULTI_BINS)
-    illegal = illegal_bins(mode)
-    return [b for b in all_bins(mode, k_max) if b not in illegal] + [CORES_1]
+    illegal = illegal_bins(hyp)
+    return [b for b in all_bins(k_max) if b not in illegal] + [CORES_1]
 
 
 @dataclass(frozen=True)
@@ -109,26 +113,28 @@ class RunSummary:
 
 @dataclass
 class Coverage:
-    mode: CreditMode
+    hyp: Hypothesis
     k_max: int
+    ring_lines: int
     owned: list[str]
     hits: dict[str, int] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)  # which build runs were merged in
 
     @classmethod
-    def for_build(cls, mode: CreditMode, k_max: int, build_cores: int) -> Coverage:
-        bins = all_bins(mode, k_max) + list(MULTI_BINS)
+    def for_build(cls, hyp: Hypothesis, k_max: int, build_cores: int, ring_lines: int) -> Coverage:
+        bins = all_bins(k_max) + list(MULTI_BINS)
         return cls(
-            mode,
+            hyp,
             k_max,
-            owned_bins(mode, k_max, build_cores),
+            ring_lines,
+            owned_bins(hyp, k_max, build_cores),
             {b: 0 for b in bins},
             [f"NumCores={build_cores}"],
         )
 
     @property
     def illegal(self) -> list[str]:
-        return illegal_bins(self.mode)
+        return illegal_bins(self.hyp)
 
     def sample(self, run: RunSummary) -> list[str]:
         """Count `run`'s bins; return the illegal ones it hit."""
@@ -138,10 +144,10 @@ class Coverage:
         else:
             for task in run.tasks:
                 lines = task[0][1]
-                notch = notch_of(lines)
+                notch = notch_of(lines, self.ring_lines)
                 if notch is not None and notch in self.hits:
                     hit.append(notch)
-                wrap = any(wraps_ring(base, n) for base, n in task)
+                wrap = any(wraps_ring(base, n, self.ring_lines) for base, n in task)
                 hit.append(RING_WRAP if wrap else RING_NO_WRAP)
             hit.append(run.bp)
             hit.append(CORES_1 if run.cores == 1 else CORES_16 if run.cores == 16 else CORES_MID)
@@ -163,8 +169,9 @@ class Coverage:
     def to_json(self) -> str:
         return json.dumps(
             {
-                "mode": self.mode.name,
+                "hypothesis": self.hyp.name,
                 "k_max": self.k_max,
+                "ring_lines": self.ring_lines,
                 "owned": self.owned,
                 "hits": self.hits,
                 "runs": self.runs,
@@ -175,18 +182,25 @@ class Coverage:
     @classmethod
     def from_json(cls, text: str) -> Coverage:
         raw = json.loads(text)
-        return cls(CreditMode[raw["mode"]], raw["k_max"], raw["owned"], raw["hits"], raw["runs"])
+        return cls(
+            hypotheses.get(raw["hypothesis"]),
+            raw["k_max"],
+            raw["ring_lines"],
+            raw["owned"],
+            raw["hits"],
+            raw["runs"],
+        )
 
     @classmethod
     def merge(cls, parts: Sequence[Coverage]) -> Coverage:
         """Hit counts add; a bin is owned by the merge if any part owns it."""
         if not parts:
             raise ValueError("nothing to merge")
-        modes = {p.mode for p in parts}
-        if len(modes) != 1:
-            raise ValueError(f"coverage of different modes: {sorted(m.name for m in modes)}")
+        builds = {(p.hyp.name, p.ring_lines) for p in parts}
+        if len(builds) != 1:
+            raise ValueError(f"coverage of different builds (hypothesis, ring): {sorted(builds)}")
         first = parts[0]
-        out = cls(first.mode, max(p.k_max for p in parts), [], {}, [])
+        out = cls(first.hyp, max(p.k_max for p in parts), first.ring_lines, [], {}, [])
         for p in parts:
             out.owned += [b for b in p.owned if b not in out.owned]
             for b, n in p.hits.items():
@@ -202,7 +216,7 @@ class Coverage:
     def report(self) -> str:
         owned_hit = sum(1 for b in self.owned if self.hits.get(b, 0))
         lines = [
-            f"coverage {self.mode.name} ({' + '.join(self.runs)}): "
+            f"coverage {self.hyp.name} ({' + '.join(self.runs)}): "
             f"{owned_hit}/{len(self.owned)} required bins hit",
             "  notch bins, transfers per lap k and offset class x:",
             "    " + "".join(f"{name:>11}" for name, _, _ in X_CLASSES),

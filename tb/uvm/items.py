@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pyuvm import uvm_sequence_item
 
 from ane_kdma import cyclemodel as cm
+from ane_kdma.contract import MAX_CORES
 from ane_kdma.errors import InputError
-from ane_kdma.hw import ADDR_BITS, LINE_BYTES, NUM_CORES_MAX, CreditMode, lines_for_bytes
+from ane_kdma.hw import ADDR_BITS, LINE_BYTES, lines_for_bytes
+from ane_kdma.hypotheses import Hypothesis
 
 ADDR_MASK = (1 << ADDR_BITS) - 1
 
@@ -31,7 +33,7 @@ class KdmaTaskItem(uvm_sequence_item):
         *,
         base_addr: int,
         size_bytes: int,
-        mode: CreditMode,
+        hyp: Hypothesis,
         cores: int = 1,
         backpressure: cm.Backpressure | None = None,
         ext_ready: bool = False,
@@ -41,8 +43,10 @@ class KdmaTaskItem(uvm_sequence_item):
         line_check: bool = True,
     ) -> None:
         super().__init__(name)
-        if not isinstance(mode, CreditMode):
-            raise InputError(f"mode {mode!r} is not a CreditMode")
+        if not isinstance(hyp, Hypothesis):
+            raise InputError(f"hypothesis {hyp!r} is not a hypotheses.Hypothesis")
+        if hyp.encoding is None:
+            raise InputError(f"hypothesis {hyp.name} is not in the RTL")
         if size_bytes < 0:
             raise InputError(f"size {size_bytes} bytes per core is negative")
         if size_bytes > ADDR_MASK:
@@ -51,8 +55,8 @@ class KdmaTaskItem(uvm_sequence_item):
             raise InputError(f"start address {base_addr:#x} is not a 32-bit byte address")
         if base_addr % LINE_BYTES:
             raise InputError(f"start address {base_addr:#x} is not aligned to 64 bytes")
-        if not 1 <= cores <= NUM_CORES_MAX:
-            raise InputError(f"{cores} active cores: the ANE has 1..{NUM_CORES_MAX}")
+        if not 1 <= cores <= MAX_CORES:
+            raise InputError(f"{cores} active cores: the ANE has 1..{MAX_CORES}")
         if backpressure is not None and not isinstance(backpressure, cm.Backpressure):
             raise InputError(f"back-pressure {backpressure!r} is not a cyclemodel.Backpressure")
         if ext_ready and backpressure is None:
@@ -65,7 +69,7 @@ class KdmaTaskItem(uvm_sequence_item):
             raise InputError("a back-to-back task needs a line at least (an empty one waits)")
         self.base_addr = base_addr
         self.size_bytes = size_bytes
-        self.mode = mode
+        self.hyp = hyp
         self.cores = cores
         self.backpressure = backpressure
         self.ext_ready = ext_ready
@@ -79,11 +83,11 @@ class KdmaTaskItem(uvm_sequence_item):
         """Lines per core (the size rounded up)."""
         return lines_for_bytes(self.size_bytes)
 
-    def check_build(self, build_cores: int, build_mode: CreditMode) -> None:
+    def check_build(self, build_cores: int, build_hyp: Hypothesis) -> None:
         if self.cores > build_cores:
             raise InputError(f"{self.cores} active cores on a {build_cores}-core build")
-        if self.mode is not build_mode:
-            raise InputError(f"a {self.mode.name} task on a {build_mode.name} build")
+        if self.hyp.name != build_hyp.name:
+            raise InputError(f"a {self.hyp.name} task on a {build_hyp.name} build")
 
     def core_tasks(self, build_cores: int) -> list[cm.CoreTask | None]:
         """Per-core (base, size), None for cores sitting out; bases wrap at 2^32."""
@@ -102,7 +106,7 @@ class KdmaTaskItem(uvm_sequence_item):
         extra = " chained" if self.chained else ""
         extra += f" reset@{self.reset_at}" if self.reset_at is not None else ""
         return (
-            f"{self.mode.name} base={self.base_addr:#010x} size={self.size_bytes} "
+            f"{self.hyp.name} base={self.base_addr:#010x} size={self.size_bytes} "
             f"({self.lines} lines) x{self.cores} bp={bp}{extra}"
         )
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pyuvm import uvm_sequence
 
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE, RING_LINES, CreditMode
-from ane_kdma.profile import load
+from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
 
 from .covermodel import X_CLASSES, notch_classes
 from .items import KdmaTaskItem
@@ -31,7 +31,7 @@ SMALL_MAX_BYTES = 64 << 10
 LINE_SPACE = 1 << LINE_ADDR_BITS
 
 
-def random_settings(rng: random.Random, multi: bool = False) -> cm.Settings:
+def random_settings(rng: random.Random, kmem_lines: int, multi: bool = False) -> cm.Settings:
     """Run-time settings that keep runs short: notch slow-down at most ~3x.
 
     The window is at least a third of the latency, so even zero credit streams
@@ -39,7 +39,7 @@ def random_settings(rng: random.Random, multi: bool = False) -> cm.Settings:
     (>= 1 line/cycle); in the 16-core build it may (2..16 lines/cycle).
     """
     latency = rng.randint(4, 48)
-    window = rng.randint(max(1, (latency + 1) // 3), min(1024, 2 * (latency + 1)))
+    window = rng.randint(max(1, (latency + 1) // 3), min(kmem_lines, 2 * (latency + 1)))
     return cm.Settings(
         latency=latency,
         window=window,
@@ -50,12 +50,18 @@ def random_settings(rng: random.Random, multi: bool = False) -> cm.Settings:
 
 @dataclass
 class SeqContext:
-    """What every sequence needs: the run's random stream, the build and the knobs."""
+    """What every sequence needs: the run's random stream, the build, the chip and the knobs."""
 
     rng: random.Random
-    mode: CreditMode
+    hyp: Hypothesis
+    geometry: Geometry
     build_cores: int
     knobs: Knobs
+    chip_settings: cm.Settings  # the chip's fitted profile as run-time inputs
+
+    @property
+    def ring_lines(self) -> int:
+        return self.geometry.ring_lines
 
     def line_check(self, lines: int) -> bool:
         return lines <= self.knobs.line_check_lines
@@ -103,11 +109,11 @@ class KdmaSeq(uvm_sequence):
         kw.setdefault("base_addr", ctx.base_addr(lines * cores))
         kw.setdefault("size_bytes", ctx.size_bytes(lines))
         kw.setdefault("line_check", ctx.line_check(lines * cores))
-        return KdmaTaskItem(self.get_name(), mode=ctx.mode, cores=cores, **kw)
+        return KdmaTaskItem(self.get_name(), hyp=ctx.hyp, cores=cores, **kw)
 
 
 class NotchSeq(KdmaSeq):
-    """Transfers of k x 0x4000 + x lines, x drawn from one offset class per transfer.
+    """Transfers of k rings + x lines, x drawn from one offset class per transfer.
 
     ``bins`` lists (k, class) pairs to visit in order (the sweep that closes
     every notch bin); without it, `count` transfers draw k from 0..k_draw.
@@ -136,7 +142,7 @@ class NotchSeq(KdmaSeq):
         bounds = {name: (lo, hi) for name, lo, hi in X_CLASSES}
         for k, cls in todo:
             lo, hi = bounds[cls]
-            lines = k * RING_LINES + rng.randint(lo, hi)
+            lines = k * self.ctx.ring_lines + rng.randint(lo, hi)
             await self.send(self.task(lines, backpressure=self.ctx.backpressure(lines, p=0.25)))
 
 
@@ -155,7 +161,7 @@ class RandomSizeSeq(KdmaSeq):
         super().__init__(name, ctx, count)
         self.max_bytes = max_bytes
         self.bp = bp  # None: random; "lfsr" or "ext": forced
-        self.wrap = wrap  # force a crossing of a 0x4000-line ring boundary
+        self.wrap = wrap  # force a crossing of a ring boundary
 
     async def body(self) -> None:
         ctx = self.ctx
@@ -169,7 +175,8 @@ class RandomSizeSeq(KdmaSeq):
             kw: dict = {"size_bytes": size}
             if self.wrap:
                 # start 1..lines-1 lines below a ring boundary
-                boundary = rng.randrange(1, LINE_SPACE // RING_LINES) * RING_LINES
+                ring = ctx.ring_lines
+                boundary = rng.randrange(1, LINE_SPACE // ring) * ring
                 kw["base_addr"] = (boundary - rng.randint(1, lines - 1)) * LINE_BYTES
             line_check = ctx.line_check(lines)
             if self.bp is None:
@@ -182,9 +189,9 @@ class RandomSizeSeq(KdmaSeq):
                 ext = self.bp == "ext"
             roll = rng.random()
             if roll < 0.15:
-                kw["settings"] = random_settings(rng)
+                kw["settings"] = random_settings(rng, ctx.geometry.kmem_lines)
             elif roll < 0.2 and lines <= 4096:
-                kw["settings"] = load().settings  # the default (m3) profile
+                kw["settings"] = ctx.chip_settings  # the chip's fitted profile
             await self.send(self.task(lines, backpressure=bp, ext_ready=ext, **kw))
 
 
@@ -201,7 +208,7 @@ class SplitPairSeq(KdmaSeq):
         rng = ctx.rng
         for _ in range(self.count):
             if ctx.knobs.k_max >= 1 and rng.random() < 0.5:
-                total = RING_LINES + rng.randint(-300, 300)
+                total = ctx.ring_lines + rng.randint(-300, 300)
                 first = total // 2
             else:
                 total = rng.randint(2, 6000)
@@ -262,7 +269,8 @@ class MultiCoreSeq(KdmaSeq):
             lines = rng.randint(0, top)
             bp = ctx.backpressure(lines * cores)
             ext = bp is not None and ctx.line_check(lines * cores) and rng.random() < 0.3
-            settings = random_settings(rng, multi=True) if rng.random() < 0.5 else None
+            multi = rng.random() < 0.5
+            settings = random_settings(rng, ctx.geometry.kmem_lines, True) if multi else None
             await self.send(
                 self.task(lines, cores=cores, backpressure=bp, ext_ready=ext, settings=settings)
             )

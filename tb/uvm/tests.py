@@ -17,10 +17,11 @@ import cocotb
 import pyuvm
 from pyuvm import ConfigDB, uvm_test
 
+from ane_kdma import chip
 from ane_kdma.errors import InputError
 
 from .bfm import KdmaBfm
-from .components import KdmaEnv
+from .env import KdmaEnv
 from .knobs import ENV_COVERAGE, ENV_SIM, Knobs
 from .sequences import KdmaSeq, MultiCoreSeq, RegressionSeq, SeqContext, random_settings
 
@@ -42,16 +43,16 @@ class _KdmaTest(uvm_test):
         bfm = KdmaBfm(cocotb.top)
         if (bfm.ncores > 1) != self.multi:
             raise InputError(f"{type(self).__name__} does not run on a {bfm.ncores}-core build")
-        self.logger.info("%s on %s, %d core(s)", knobs.describe(), bfm.mode.name, bfm.ncores)
-        rng = random.Random(f"{knobs.seed}:{bfm.ncores}")  # every mode gets the same transfers
-        settings = random_settings(rng, multi=self.multi)
+        self.logger.info("%s on %s, %d core(s)", knobs.describe(), bfm.hyp.name, bfm.ncores)
+        rng = random.Random(f"{knobs.seed}:{bfm.ncores}")  # every hypothesis: the same transfers
+        settings = random_settings(rng, bfm.geometry.kmem_lines, multi=self.multi)
         self.logger.info("default settings: %s", settings)
         ConfigDB().set(None, "*", "BFM", bfm)
         ConfigDB().set(None, "*", "KNOBS", knobs)
         ConfigDB().set(None, "*", "SETTINGS", settings)
         ConfigDB().set(None, "*", "COVERAGE_JSON", os.environ.get(ENV_COVERAGE) or None)
         self.knobs = knobs
-        self.ctx = SeqContext(rng, bfm.mode, bfm.ncores, knobs)
+        self.ctx = SeqContext(rng, bfm.hyp, bfm.geometry, bfm.ncores, knobs, chip.load().settings)
         self.env = KdmaEnv("env", self)
         self.wall = time.time()
 

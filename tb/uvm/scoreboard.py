@@ -1,10 +1,10 @@
-"""Driver, monitors, agent, scoreboard, coverage subscriber and env.
+"""The scoreboard: every run against the line rules, the HDL checker's counts and the cycle model.
 
 Failures are raised where they are seen, with a tag tools/mutants.py reads:
 ``[scoreboard:request]``, ``[scoreboard:line]``, ``[scoreboard:data]``,
 ``[scoreboard:cycles]``, ``[scoreboard:counters]``, ``[scoreboard:reset]``,
-``[hdl-checker]``, ``[rtl-assertion]``, ``[timeout]``, ``[coverage:illegal]``,
-``[coverage:missed]``.
+``[hdl-checker]``, ``[rtl-assertion]``, ``[timeout]`` (the coverage
+subscriber adds ``[coverage:illegal]`` and ``[coverage:missed]``).
 """
 
 from __future__ import annotations
@@ -13,151 +13,19 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import cocotb
-from cocotb.simtime import get_sim_time
 from cocotb.triggers import Event, Timer
-from pyuvm import (
-    ConfigDB,
-    uvm_agent,
-    uvm_analysis_export,
-    uvm_analysis_port,
-    uvm_driver,
-    uvm_env,
-    uvm_monitor,
-    uvm_scoreboard,
-    uvm_sequencer,
-    uvm_subscriber,
-)
+from pyuvm import ConfigDB, uvm_analysis_export, uvm_analysis_port, uvm_scoreboard
 
 from ane_kdma import cyclemodel as cm
-from ane_kdma.hw import LINE_ADDR_MASK, LINE_SHIFT, CreditMode, line_words
+from ane_kdma.contract import CoreCounters, Counters
+from ane_kdma.engines.model import counters_of
+from ane_kdma.hw import LINE_ADDR_MASK, LINE_BYTES, LINE_SHIFT, line_words
+from kdma_tb import now_ns
 
-from .covermodel import BP_EXT, BP_LFSR, BP_OFF, Coverage, RunSummary
-from .items import (
-    CheckerError,
-    KdmaTaskItem,
-    KmemLine,
-    MemRequest,
-    ResetEvent,
-    RunEnd,
-    TaskStart,
-)
-
-# A fresh task is taken at once from idle; the engine is idle soon after a run
-# ends (the scoreboard's watchdog bounds the run itself).
-TAKE_LIMIT_CYCLES = 100
-IDLE_LIMIT_CYCLES = 50_000_000
+from .covermodel import BP_EXT, BP_LFSR, BP_OFF, RunSummary
+from .items import CheckerError, KmemLine, MemRequest, ResetEvent, RunEnd, TaskStart
 
 
-def _now_ns() -> int:
-    return int(get_sim_time(unit="ns"))
-
-
-# =============================================================================
-# Driver
-# =============================================================================
-class KdmaDriver(uvm_driver):
-    """Turns task items into pin activity through the BFM.
-
-    A fresh item waits for idle and for the token buckets to refill, applies
-    its settings and raises start_i until the top takes it. A chained item
-    (the second half of a split pair) is offered in the same time step the
-    previous one was taken, so start_i stays high across the two: the
-    handshake the cycle model's run_sequence assumes.
-    """
-
-    def build_phase(self) -> None:
-        self.bfm = ConfigDB().get(self, "", "BFM")
-        self.default_settings: cm.Settings = ConfigDB().get(self, "", "SETTINGS")
-        self.fresh_runs = 0
-        self._prev: KdmaTaskItem | None = None
-        self._taken_ns: int | None = None
-
-    async def run_phase(self) -> None:
-        await self.bfm.start(self.default_settings)
-        while True:
-            item = await self.seq_item_port.get_next_item()
-            await self.drive(item)
-            self.seq_item_port.item_done()
-
-    async def drive(self, item: KdmaTaskItem) -> None:
-        bfm = self.bfm
-        item.check_build(bfm.ncores, bfm.mode)
-        self.logger.debug("drive %s", item)
-        if item.chained:
-            prev = self._prev
-            if prev is None or prev.reset_at is not None or prev.lines == 0:
-                raise AssertionError(f"chained {item} follows no running task")
-            if (prev.backpressure, prev.ext_ready) != (item.backpressure, item.ext_ready):
-                raise AssertionError("a chained task must keep the run's back-pressure")
-            if self._taken_ns != _now_ns():
-                raise AssertionError("chained task offered after the previous one was taken")
-        else:
-            await bfm.wait_idle(IDLE_LIMIT_CYCLES)
-            settings = item.settings or self.default_settings
-            bfm.apply_settings(settings)
-            await bfm.idle_cycles(bfm.settle_cycles(settings))
-            self.fresh_runs += 1
-        bfm.drive_task(item)
-        await bfm.take_task(None if item.chained else TAKE_LIMIT_CYCLES)
-        self._taken_ns = _now_ns()
-        self._prev = item
-        bfm.drop_start()
-        if item.ext_ready and not item.chained:
-            cocotb.start_soon(bfm.drive_ext_ready(item.backpressure))
-        if item.reset_at is not None:
-            await bfm.after_cycles(item.reset_at)
-            await bfm.pulse_reset()
-
-
-# =============================================================================
-# Monitors: each forwards one BFM queue to its analysis port
-# =============================================================================
-class _QueueMonitor(uvm_monitor):
-    queue = ""
-
-    def build_phase(self) -> None:
-        self.ap = uvm_analysis_port("ap", self)
-        self.bfm = ConfigDB().get(self, "", "BFM")
-
-    async def run_phase(self) -> None:
-        q = getattr(self.bfm, self.queue)
-        while True:
-            self.ap.write(await q.get())
-
-
-class TaskMonitor(_QueueMonitor):
-    """Tasks taken, runs ended, resets, HDL checker errors."""
-
-    queue = "task_q"
-
-
-class MemRequestMonitor(_QueueMonitor):
-    """Read requests granted by the memory, per port (line-checked runs)."""
-
-    queue = "req_q"
-
-
-class KmemMonitor(_QueueMonitor):
-    """Lines drained from KMem with their data, per core (line-checked runs)."""
-
-    queue = "line_q"
-
-
-class KdmaAgent(uvm_agent):
-    def build_phase(self) -> None:
-        self.seqr = uvm_sequencer("seqr", self)
-        self.driver = KdmaDriver("driver", self)
-        self.task_mon = TaskMonitor("task_mon", self)
-        self.req_mon = MemRequestMonitor("req_mon", self)
-        self.kmem_mon = KmemMonitor("kmem_mon", self)
-
-    def connect_phase(self) -> None:
-        self.driver.seq_item_port.connect(self.seqr.seq_item_export)
-
-
-# =============================================================================
-# Scoreboard
-# =============================================================================
 class _Imp(uvm_analysis_export):
     def __init__(self, name: str, parent, write_fn) -> None:
         super().__init__(name, parent)
@@ -197,7 +65,7 @@ class _Run:
     starts: list[TaskStart]
     requests: list[_Stream]
     lines: list[_Stream]
-    expected: cm.TaskResult | None = None
+    expected: cm.ModelResult | None = None
     deadline_ns: int = 0
 
 
@@ -218,7 +86,8 @@ class KdmaScoreboard(uvm_scoreboard):
 
     def build_phase(self) -> None:
         self.bfm = ConfigDB().get(self, "", "BFM")
-        self.mode: CreditMode = self.bfm.mode
+        self.hyp = self.bfm.hyp
+        self.geometry = self.bfm.geometry
         self.ncores: int = self.bfm.ncores
         self.period_ns: int = self.bfm.period_ns
         self.task_export = _Imp("task_export", self, self._on_task)
@@ -255,12 +124,15 @@ class KdmaScoreboard(uvm_scoreboard):
                 f"got {t.act_word:#010x})"
             )
 
-    def _model(self, run: _Run) -> cm.TaskResult:
+    def _model(self, run: _Run) -> cm.ModelResult:
+        """The run's tasks so far, as the cycle model steps them (task j on every core at once)."""
         first = run.starts[0]
-        if len(run.starts) == 1:
-            return cm.run_task(self.mode, first.settings, first.core_tasks(), first.backpressure)
-        tasks = [s.core_tasks()[0] for s in run.starts]
-        return cm.run_sequence(self.mode, first.settings, tasks, first.backpressure)
+        per_core = [
+            None if first.core_en >> c & 1 == 0 else [s.core_tasks()[c] for s in run.starts]
+            for c in range(self.ncores)
+        ]
+        job = cm.job_of(per_core, LINE_BYTES)
+        return cm.run(self.hyp, self.geometry, first.settings, job, first.backpressure)
 
     def _describe(self, run: _Run) -> str:
         first = run.starts[0]
@@ -302,7 +174,7 @@ class KdmaScoreboard(uvm_scoreboard):
         cocotb.start_soon(self._watchdog(run, run.deadline_ns))
 
     async def _watchdog(self, run: _Run, deadline_ns: int) -> None:
-        await Timer(max(deadline_ns - _now_ns(), 1), unit="ns")
+        await Timer(max(deadline_ns - now_ns(), 1), unit="ns")
         if self.run is run and run.deadline_ns == deadline_ns:
             raise AssertionError(
                 f"[timeout] {self._describe(run)}: not done {deadline_ns - run.starts[0].time_ns}"
@@ -344,18 +216,23 @@ class KdmaScoreboard(uvm_scoreboard):
                     f"{last[c].lines} ({what})"
                 )
         exp = run.expected
-        if t.cycles != exp.cycles:
+        if exp.fresh:
             raise AssertionError(
-                f"[scoreboard:cycles] {what}: RTL {t.cycles} cycles, model {exp.cycles}"
+                f"[scoreboard:cycles] {what}: the model goes idle and restarts in cycle "
+                f"{exp.fresh}, the RTL ran through"
             )
-        for c, want_core in enumerate(exp.cores):
-            if want_core is None:
-                continue
-            got = t.cores[c]
-            for name in ("cycles", "zero_credit_cycles", "peak_inflight"):
-                g, w = getattr(got, name), getattr(want_core, name)
-                if g != w:
-                    raise AssertionError(f"[scoreboard:cycles] core {c} {name}: RTL {g}, model {w}")
+        # A run starts from idle once, at its first task (a start from idle opens a new
+        # run), so cycles_o has counted from the first accept: it is the run's span.
+        rtl = Counters(
+            t.cycles,
+            tuple(
+                None if w is None else CoreCounters(g.cycles, g.zero_credit_cycles, g.peak_inflight)
+                for g, w in zip(t.cores, exp.cores, strict=True)
+            ),
+        )
+        bad = rtl.mismatches(counters_of(exp))
+        if bad:
+            raise AssertionError(f"[scoreboard:cycles] {what}: " + "; ".join(bad))
         self.model_cycles += exp.cycles
         if run.starts[0].line_check:
             self.runs_line_checked += 1
@@ -406,37 +283,30 @@ class KdmaScoreboard(uvm_scoreboard):
             self.logger.info("%d runs checked", self.runs_closed)
 
     # --------------------------------------------------------------- lines
-    def _on_request(self, t: MemRequest) -> None:
+    def _next(self, t: MemRequest | KmemLine, tag: str, what: str) -> int:
+        """The line core t.core owes next (tag "request": reads, "line": drains); check t's."""
         run = self.run
         if run is None or not run.starts[0].line_check:
-            raise AssertionError(f"[scoreboard:request] core {t.core}: request {t} outside a run")
-        want = run.requests[t.core].pop()
+            raise AssertionError(f"[scoreboard:{tag}] core {t.core}: {what} {t} outside a run")
+        streams = run.requests if tag == "request" else run.lines
+        want = streams[t.core].pop()
         if want is None:
             raise AssertionError(
-                f"[scoreboard:request] core {t.core} cycle {t.cycle}: read of line {t.addr:#x} "
+                f"[scoreboard:{tag}] core {t.core} cycle {t.cycle}: {what} of line {t.addr:#x} "
                 f"beyond the end of the run ({self._describe(run)})"
             )
         if t.addr != want:
             raise AssertionError(
-                f"[scoreboard:request] core {t.core} cycle {t.cycle}: read of line {t.addr:#x}, "
+                f"[scoreboard:{tag}] core {t.core} cycle {t.cycle}: {what} of line {t.addr:#x}, "
                 f"expected {want:#x}"
             )
+        return want
+
+    def _on_request(self, t: MemRequest) -> None:
+        self._next(t, "request", "read")
 
     def _on_line(self, t: KmemLine) -> None:
-        run = self.run
-        if run is None or not run.starts[0].line_check:
-            raise AssertionError(f"[scoreboard:line] core {t.core}: line drained outside a run")
-        want = run.lines[t.core].pop()
-        if want is None:
-            raise AssertionError(
-                f"[scoreboard:line] core {t.core} cycle {t.cycle}: line {t.addr:#x} drained "
-                f"beyond the end of the run"
-            )
-        if t.addr != want:
-            raise AssertionError(
-                f"[scoreboard:line] core {t.core} cycle {t.cycle}: drained line {t.addr:#x}, "
-                f"expected {want:#x}"
-            )
+        want = self._next(t, "line", "drain")
         data = _expected_data(want)
         if t.data != data:
             words = line_words(want)[0]
@@ -449,51 +319,3 @@ class KdmaScoreboard(uvm_scoreboard):
                         f"got {act:#010x}"
                     )
         self.lines_checked += 1
-
-
-# =============================================================================
-# Coverage
-# =============================================================================
-class KdmaCoverage(uvm_subscriber):
-    """Samples every checked run into covermodel bins; an illegal hit fails at once."""
-
-    def build_phase(self) -> None:
-        bfm = ConfigDB().get(self, "", "BFM")
-        knobs = ConfigDB().get(self, "", "KNOBS")
-        self.path: str | None = ConfigDB().get(self, "", "COVERAGE_JSON")
-        self.cov = Coverage.for_build(bfm.mode, knobs.k_max, bfm.ncores)
-
-    def write(self, run: RunSummary) -> None:
-        bad = self.cov.sample(run)
-        if bad:
-            raise AssertionError(
-                f"[coverage:illegal] {', '.join(bad)} in {self.cov.mode.name} mode "
-                f"(run {run.tasks[0][0]} lines)"
-            )
-
-    def extract_phase(self) -> None:
-        self.logger.info("\n%s", self.cov.report())
-        if self.path:
-            with open(self.path, "w") as fh:
-                fh.write(self.cov.to_json())
-
-    def check_phase(self) -> None:
-        missed = self.cov.missed()
-        if missed:
-            raise AssertionError(f"[coverage:missed] {len(missed)} bins: {', '.join(missed)}")
-
-
-# =============================================================================
-# Env
-# =============================================================================
-class KdmaEnv(uvm_env):
-    def build_phase(self) -> None:
-        self.agent = KdmaAgent("agent", self)
-        self.scoreboard = KdmaScoreboard("scoreboard", self)
-        self.coverage = KdmaCoverage("coverage", self)
-
-    def connect_phase(self) -> None:
-        self.agent.task_mon.ap.connect(self.scoreboard.task_export)
-        self.agent.req_mon.ap.connect(self.scoreboard.req_export)
-        self.agent.kmem_mon.ap.connect(self.scoreboard.line_export)
-        self.scoreboard.ap.connect(self.coverage.analysis_export)
