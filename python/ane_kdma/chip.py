@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ane_kdma.contract import MAX_CORES
 from ane_kdma.errors import InputError
 from ane_kdma.hw import ADDR_BITS, RATE_ONE
 from ane_kdma.hypotheses import Geometry
@@ -32,7 +33,6 @@ DEFAULT_CHIP = "m3"
 CHIP_FILE = "chip.json"
 PROFILE_FILE = "profile.json"
 MEASURED_DIR = "measured"
-MAX_CORES = 16  # kdma_top is built for 1..16 cores
 
 
 def data_dir() -> Path:
@@ -155,7 +155,14 @@ class Chip:
             window=p.window_lines,
             core_rate_q16=p.core_rate_q16,
             agg_rate_q16=self.agg_rate_q16,
+            **p.mechanism_inputs(),
         ).check(self.geometry.kmem_lines)
+
+    @property
+    def hypothesis(self):  # -> Hypothesis: the reading the profile was fitted with
+        from ane_kdma import hypotheses
+
+        return hypotheses.get(self.profile.hypothesis)
 
     def with_profile(self, profile: Profile) -> Chip:
         _check_profile(self, profile, profile.name)

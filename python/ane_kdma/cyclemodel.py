@@ -45,7 +45,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ane_kdma.contract import Task
+from ane_kdma.contract import MAX_CORES, Task
 from ane_kdma.errors import InputError
 from ane_kdma.hw import LINE_ADDR_MASK, RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
@@ -65,7 +65,6 @@ __all__ = [
 
 CoreTask = Task  # the TB's name for one core's task
 LFSR_TAPS = 0xB400  # 16-bit Galois LFSR, maximal length (period 65535)
-MAX_CORES = 16
 
 #: per core, a list of (base line, lines) tasks; None for a disabled core
 Job = Sequence[Sequence[tuple[int, int]] | None]
@@ -539,7 +538,7 @@ def run(
         res = grp.result()
         for p in grp.members:
             results[p] = res
-    return ModelResult(_top_cycles(results), results, "recurrence", accepts, fresh)
+    return ModelResult(_top_cycles(results, accepts), results, "recurrence", accepts, fresh)
 
 
 def _next_accept(groups: list[_Group], j: int, prev_accept: int) -> tuple[int, bool]:
@@ -569,9 +568,10 @@ def _next_accept(groups: list[_Group], j: int, prev_accept: int) -> tuple[int, b
     return max(finish_j) + 2, True
 
 
-def _top_cycles(results: Sequence[CoreResult | None]) -> int:
+def _top_cycles(results: Sequence[CoreResult | None], accepts: Sequence[int]) -> int:
+    """The top's span: its last done, after the last drain or a trailing empty task's accept."""
     last = [int(r.drains[-1]) for r in results if r is not None and r.drains.size]
-    top = max(last) + 1 if last else 1
+    top = max([*last, accepts[-1] if accepts else 0]) + 1
     if top >= 1 << 32:
         raise InputError(f"{top} cycles overflow the RTL's 32-bit cycle counters")
     return top
@@ -783,4 +783,4 @@ def simulate(
                 drains=np.asarray(k.drains, dtype=np.int64),
             )
         )
-    return ModelResult(_top_cycles(results), results, "stepped", accepts, fresh)
+    return ModelResult(_top_cycles(results, accepts), results, "stepped", accepts, fresh)

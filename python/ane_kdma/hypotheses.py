@@ -64,7 +64,7 @@ class Hypothesis:
     depends_on_start: bool  # False: cores with equal sizes get equal credit anywhere
     scalar: Scalar = field(repr=False)
     vector: Vector = field(repr=False)
-    style: dict[str, object] = field(default_factory=dict, repr=False)  # matplotlib line kwargs
+    style: dict[str, object] = field(default_factory=dict, repr=False, compare=False)  # matplotlib
     description: str = ""
     # "one": every line waits for (lines outstanding) < window + credit. "split": a line
     # with credit > 0 is speculative (its own budget: spec lines outstanding < credit), a
