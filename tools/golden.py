@@ -33,7 +33,11 @@ SHAPES = [
     "14336x4096",
     "512x16384",
     "3072x8192",
+    "128x65584",
+    "512x16336",
+    "2022x4096",
 ]
+LLAMA_CONFIG = "data/models/hf/llama-3.2-1b/config.json"
 
 
 def commands() -> list[list[str]]:
@@ -49,6 +53,7 @@ def commands() -> list[list[str]]:
     cmds.append(["plan", *[a for s in SHAPES for a in ("--shape", s)]])
     for m in ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b", "qwen3-8b", "gemma-3-4b"):
         cmds.append(["llm", "--model", m])
+    cmds.append(["llm", "--config", LLAMA_CONFIG, "--scope", "mlp", "--dtype", "int8"])
     cmds.append(["validate"])
     cmds.append(["sweep"])  # --out is added per run; its CSVs are recorded too
     cmds.append(["calibrate"])  # --out is added per run; the profile is recorded

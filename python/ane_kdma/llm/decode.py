@@ -1,0 +1,122 @@
+"""Decode tokens/s on the ANE, unsplit and with the plan applied to the projections in scope.
+
+The model of a token (assumptions, written down, not fitted):
+
+* decode streams every weight once per token, back to back, so it is bound by
+  weight streaming;
+* a weight costs its marginal time in that stream: two copies back to back
+  minus one (no pipeline fill), on the engine the user picked; an LM head of N
+  shards costs N shards' marginal time;
+* the profile's per-request overhead is charged once per token: it was
+  measured per submission, and a decode step is not one submission per
+  weight, so this is a lower bound on overhead;
+* the DMA streams stored bytes (int8 and int4 weights are moved packed);
+* the plan is `plan`'s, weight by weight, on the same hypothesis; only the
+  projections in `scope` are split, as a patch would (`mlp` is the article's
+  Llama patch and ANEMLL's knob). GB/s counts the unsplit bytes for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ane_kdma import hypotheses as hyps
+from ane_kdma.chip import Chip
+from ane_kdma.errors import InputError
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.llm.models import SCOPES, ModelConfig
+from ane_kdma.plan import Decision, Weight, decide, dtype_name
+
+
+@dataclass(frozen=True)
+class ProjectionCost:
+    """One projection's per-token time, unsplit and as the patch leaves it."""
+
+    name: str
+    count: int
+    decision: Decision
+    in_scope: bool
+
+    @property
+    def us_unsplit(self) -> float:
+        d = self.decision
+        return self.count * d.before.count * d.time_before.marginal_us
+
+    @property
+    def us_split(self) -> float:
+        d = self.decision
+        if not (self.in_scope and d.affected):
+            return self.us_unsplit
+        return self.count * d.chosen.count * d.time_after.marginal_us
+
+
+def decode_rate(
+    model: ModelConfig,
+    chip: Chip,
+    h: Hypothesis | None = None,
+    engine: str = "model",
+    scope: str = "all",
+    bits: int = 16,
+    lm_head_shards: int | None = None,
+) -> dict[str, object]:
+    """Tokens/s and GB/s, unsplit and patched, with a per-projection breakdown."""
+    if scope not in SCOPES:
+        raise InputError(f"unknown scope {scope!r} (one of: {', '.join(SCOPES)})")
+    h = h or hyps.get("buggy")
+    decided: dict[Weight, Decision] = {}
+    costs: list[ProjectionCost] = []
+    total_bytes = 0
+    for p in model.projections(bits, lm_head_shards):
+        if p.weight not in decided:
+            decided[p.weight] = decide(p.weight, chip, h, engine, marginal=True)
+        d = decided[p.weight]
+        costs.append(ProjectionCost(p.name, p.count, d, p.name in SCOPES[scope]))
+        total_bytes += p.count * d.before.count * chip.cores * sum(d.before.chunk_bytes)
+    overhead = chip.profile.overhead_us
+    t_unsplit = overhead + sum(c.us_unsplit for c in costs)
+    t_split = overhead + sum(c.us_split for c in costs)
+    breakdown: dict[str, dict[str, float | int]] = {
+        c.name: {
+            "count": c.count * c.decision.before.count,
+            "us_unsplit": round(c.us_unsplit, 3),
+            "us_split": round(c.us_split, 3),
+        }
+        for c in costs
+    }
+    breakdown["overhead"] = {
+        "count": 1,
+        "us_unsplit": round(overhead, 3),
+        "us_split": round(overhead, 3),
+    }
+    return {
+        "model": model.name,
+        "label": model.label,
+        "source": model.source,
+        "scope": scope,
+        "dtype": dtype_name(bits),
+        "variant": h.name,
+        "engine": engine,
+        "lm_head_shards": costs[-1].decision.weight.shards,
+        "tok_s_unsplit": round(1e6 / t_unsplit, 3),
+        "tok_s_split": round(1e6 / t_split, 3),
+        "gbps_unsplit": round(total_bytes / (t_unsplit * 1e3), 2),
+        "gbps_split": round(total_bytes / (t_split * 1e3), 2),
+        "breakdown": breakdown,
+        "affected": [_entry(c) for c in costs if c.in_scope and c.decision.affected],
+        "affected_outside_scope": [c.name for c in costs if not c.in_scope and c.decision.affected],
+    }
+
+
+def _entry(c: ProjectionCost) -> dict[str, object]:
+    d, w = c.decision, c.decision.weight
+    return {
+        "projection": c.name,
+        "cin": w.cin,
+        "cout": w.shard_cout,
+        "count": c.count * d.before.count,
+        "bytes_per_core": d.before.chunk_bytes[0],
+        "axis": d.chosen.axis,
+        "splits": d.chosen.splits,
+        "tasks": c.count * d.chosen.tasks,
+        "chunk_bytes_per_core": list(d.chosen.chunk_bytes),
+    }

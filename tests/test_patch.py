@@ -1,0 +1,374 @@
+"""`patch`: ML Programs built with coremltools' MIL builder, rewritten, read back, run in numpy.
+
+No Core ML runtime is needed (it exists only on macOS): the programs are
+built, converted and saved with coremltools on this machine, read back into
+MIL, and both graphs are evaluated by the small numpy interpreter below. The
+weights and inputs are multiples of 1/256 below 2 in magnitude, so every
+product and every partial sum is exact in float64: the rewritten graph must
+equal the original to the bit, whichever way a sum is ordered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ane_kdma import chip as chips
+from ane_kdma import hypotheses as hyps
+from ane_kdma.cli import main
+from ane_kdma.patch import NEEDS, coreml, load, patch
+from ane_kdma.plan import Weight, in_window, lines_of, plan_weight
+
+CHIP = chips.load()
+BUGGY = hyps.get("buggy")
+FAST = "analytic"
+RNG_SEED = 20260810
+
+
+def _cm():
+    pytest.importorskip("coremltools")
+    return coreml()
+
+
+def _q(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """fp16 values k / 256, |k| < 512: exact in fp16, products and sums exact in float64."""
+    return (rng.integers(-511, 512, shape) / 256).astype(np.float16)
+
+
+def _save(cm, prog, path: Path) -> Path:
+    with contextlib.redirect_stderr(io.StringIO()):
+        model = cm.ct.convert(
+            prog,
+            convert_to="mlprogram",
+            pass_pipeline=cm.ct.PassPipeline.EMPTY,
+            minimum_deployment_target=cm.ct.target.iOS17,
+            skip_model_load=True,
+        )
+    model.save(str(path))
+    return path
+
+
+# ---------------------------------------------------------------- the programs
+
+
+def _notched(cm, path: Path, rng: np.random.Generator) -> tuple[Path, dict[str, Weight]]:
+    """Convs (1x1, 3x3), a linear and matmuls in the notch, three of them cut only along Cin."""
+    mb, types = cm.mb, cm.types
+    w_conv, b_conv = _q(rng, 4096, 2048, 1, 1), _q(rng, 4096)  # one lap, x = 0
+    w_3x3, b_3x3 = _q(rng, 7280, 128, 3, 3), _q(rng, 7280)  # x = -4
+    w_lin, b_lin = _q(rng, 16, 524288), _q(rng, 16)  # Cout one group: only Cin can cut it
+    y_mm = _q(rng, 2048, 4096)  # [Cin, Cout], one lap
+    y_mmt = _q(rng, 2048, 4096)  # transposed: [Cout, Cin], one lap
+    y_clear = _q(rng, 4096, 64)  # 512 lines: clear
+    w_cin, b_cin = _q(rng, 16, 524288, 1, 1), _q(rng, 16)  # a conv only Cin can cut
+    y_cin = _q(rng, 524288, 16)  # a matmul only Cin can cut
+    specs = [
+        mb.TensorSpec(shape=(1, 2048, 1, 1), dtype=types.fp16),
+        mb.TensorSpec(shape=(1, 128, 3, 3), dtype=types.fp16),
+        mb.TensorSpec(shape=(2, 524288), dtype=types.fp16),
+        mb.TensorSpec(shape=(1, 524288, 1, 1), dtype=types.fp16),
+    ]
+
+    @mb.program(input_specs=specs, opset_version=cm.ct.target.iOS17)
+    def prog(a, b, c, d):
+        y = mb.conv(x=a, weight=w_conv, bias=b_conv, name="proj")
+        y = mb.reshape(x=y, shape=[1, 4096], name="flat")
+        z = mb.conv(x=b, weight=w_3x3, bias=b_3x3, pad_type="custom", pad=[1, 1, 1, 1], name="c3")
+        u = mb.linear(x=c, weight=w_lin, bias=b_lin, name="head")
+        cut = mb.slice_by_size(x=y, begin=[0, 0], size=[1, 2048], name="cut")
+        v = mb.matmul(x=mb.relu(x=cut, name="act"), y=y_mm, name="mm")
+        t = mb.matmul(x=v, y=y_mmt, transpose_y=True, name="mmt")
+        s = mb.matmul(x=y, y=y_clear, name="small")
+        e = mb.conv(x=d, weight=w_cin, bias=b_cin, name="cinconv")
+        f = mb.matmul(x=c, y=y_cin, name="cinmm")
+        return z, u, t, s, e, f
+
+    shapes = {
+        "proj": Weight(2048, 4096),
+        "c3": Weight(128, 7280, 3, 3),
+        "head": Weight(524288, 16),
+        "mm": Weight(2048, 4096),
+        "mmt": Weight(4096, 2048),
+        "small": Weight(4096, 64),
+        "cinconv": Weight(524288, 16),
+        "cinmm": Weight(524288, 16),
+    }
+    return _save(cm, prog, path), shapes
+
+
+def _clear(cm, path: Path, rng: np.random.Generator) -> Path:
+    mb, types = cm.mb, cm.types
+    w = _q(rng, 256, 512, 1, 1)
+
+    @mb.program(
+        input_specs=[mb.TensorSpec(shape=(1, 512, 1, 1), dtype=types.fp16)],
+        opset_version=cm.ct.target.iOS17,
+    )
+    def prog(x):
+        return mb.conv(x=x, weight=w, name="c")
+
+    return _save(cm, prog, path)
+
+
+# ---------------------------------------------------------------- numpy, op by op
+
+
+def _conv(x, w, b, strides, pad, dilations) -> np.ndarray:
+    n, cin, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[1]), (pad[2], pad[3])))
+    oh = (xp.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (xp.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    out = np.zeros((n, cout, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            r0, c0 = i * dilations[0], j * dilations[1]
+            patch_ = xp[
+                :, :, r0 : r0 + strides[0] * oh : strides[0], c0 : c0 + strides[1] * ow : strides[1]
+            ]
+            out += np.einsum("nchw,oc->nohw", patch_, w[:, :, i, j])
+    return out if b is None else out + b[None, :, None, None]
+
+
+def run_numpy(prog, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The program's outputs for `feeds`, in float64 (the ops patch and these tests use)."""
+    fn = prog.functions["main"]
+    env: dict[str, np.ndarray] = {v.name: np.asarray(feeds[k], float) for k, v in fn.inputs.items()}
+
+    def val(var):
+        if var.name in env:
+            return env[var.name]
+        return (
+            np.asarray(var.val, float) if var.dtype is not None and var.val is not None else var.val
+        )
+
+    def attr(op, key, default=None):
+        return op.inputs[key].val if key in op.inputs else default
+
+    for op in fn.operations:
+        a, t, out = op.inputs, op.op_type, op.outputs
+        if t == "const":
+            v = out[0].val
+            env[out[0].name] = np.asarray(v, float) if isinstance(v, np.ndarray) else v
+            continue
+        if t == "conv":
+            pad = (
+                list(attr(op, "pad", [0, 0, 0, 0])) if attr(op, "pad_type") == "custom" else [0] * 4
+            )
+            b = val(a["bias"]) if "bias" in a else None
+            r = _conv(
+                val(a["x"]), val(a["weight"]), b, attr(op, "strides"), pad, attr(op, "dilations")
+            )
+        elif t == "linear":
+            r = val(a["x"]) @ val(a["weight"]).T + (val(a["bias"]) if "bias" in a else 0)
+        elif t == "matmul":
+            x, y = val(a["x"]), val(a["y"])
+            x = np.swapaxes(x, -1, -2) if attr(op, "transpose_x", False) else x
+            y = np.swapaxes(y, -1, -2) if attr(op, "transpose_y", False) else y
+            r = x @ y
+        elif t == "concat":
+            r = np.concatenate([val(v) for v in a["values"]], axis=int(attr(op, "axis")))
+        elif t == "split":
+            edges = np.cumsum(attr(op, "split_sizes"))[:-1]
+            for o, piece in zip(
+                out, np.split(val(a["x"]), edges, axis=int(attr(op, "axis"))), strict=True
+            ):
+                env[o.name] = piece
+            continue
+        elif t == "add":
+            r = val(a["x"]) + val(a["y"])
+        elif t == "relu":
+            r = np.maximum(val(a["x"]), 0)
+        elif t == "reshape":
+            r = val(a["x"]).reshape([int(s) for s in attr(op, "shape")])
+        elif t == "slice_by_size":
+            begin, size = attr(op, "begin"), attr(op, "size")
+            r = val(a["x"])[
+                tuple(slice(int(b), int(b) + int(s)) for b, s in zip(begin, size, strict=True))
+            ]
+        else:
+            raise NotImplementedError(t)
+        env[out[0].name] = r
+    return [env[v.name] for v in fn.outputs]
+
+
+def _ops(prog) -> dict[str, object]:
+    return {op.name: op for op in prog.functions["main"].operations}
+
+
+def _weight_of(op) -> np.ndarray:
+    return (op.inputs["y"] if op.op_type == "matmul" else op.inputs["weight"]).val
+
+
+# ---------------------------------------------------------------- the tests
+
+
+@pytest.fixture(scope="module")
+def notched(tmp_path_factory: pytest.TempPathFactory):
+    cm = _cm()
+    folder = tmp_path_factory.mktemp("patch")
+    src, shapes = _notched(cm, folder / "in.mlpackage", np.random.default_rng(RNG_SEED))
+    dst = folder / "out.mlpackage"
+    report = patch(src, dst, CHIP, BUGGY, FAST)
+    return cm, src, dst, shapes, report
+
+
+def test_every_affected_op_is_replaced_and_nothing_else(notched) -> None:
+    cm, src, dst, shapes, report = notched
+    expect = {name for name, w in shapes.items() if plan_weight(w, CHIP, BUGGY, FAST).affected}
+    assert {"proj", "mm", "mmt", "head", "cinconv", "cinmm"} <= expect and "small" not in expect
+    assert {c["op"] for c in report["changed"]} == expect
+    assert set(report["unchanged"]) == set(shapes) - expect
+    before, after = _ops(load(src, cm).program), _ops(load(dst, cm).program)
+    for name in shapes:
+        if name in expect:  # the name now belongs to the op that joins the parts
+            assert after[name].op_type in ("concat", "add"), name
+        else:
+            assert after[name].op_type == before[name].op_type, name
+            assert np.array_equal(_weight_of(after[name]), _weight_of(before[name]))
+
+
+def test_chunks_are_bit_identical_slices_out_of_the_notch(notched) -> None:
+    cm, src, dst, shapes, report = notched
+    before, after = _ops(load(src, cm).program), _ops(load(dst, cm).program)
+    for change in report["changed"]:
+        name, axis = change["op"], change["axis"]
+        parts = [after[f"{name}_{axis}{i}"] for i in range(change["splits"])]
+        chunks = [_weight_of(p) for p in parts]
+        original = _weight_of(before[name])
+        op_type = before[name].op_type
+        transposed = op_type == "matmul" and bool(before[name].inputs["transpose_y"].val)
+        if op_type == "matmul":
+            dim = (0 if transposed else 1) if axis == "cout" else (1 if transposed else 0)
+        else:
+            dim = 0 if axis == "cout" else 1
+        assert [c.shape[dim] for c in chunks] == change["parts"]
+        joined = np.concatenate(chunks, axis=dim)
+        assert joined.dtype == np.float16
+        assert np.array_equal(joined.view(np.uint16), original.view(np.uint16)), name
+        w = shapes[name]
+        for c in chunks:
+            cin, cout = (c.shape[1], c.shape[0]) if op_type != "matmul" or transposed else c.shape
+            part = Weight(int(cin), int(cout), w.kh, w.kw)
+            lines = lines_of(part.bytes_per_core(CHIP.cores), CHIP)
+            assert not in_window(lines, CHIP), (name, lines)
+        consts = {
+            (p.inputs["y"] if p.op_type == "matmul" else p.inputs["weight"]).op.name for p in parts
+        }
+        assert len(consts) == len(parts)  # each chunk its own constant
+
+
+def test_rewritten_graph_equals_the_original(notched) -> None:
+    cm, src, dst, _, _ = notched
+    rng = np.random.default_rng(RNG_SEED + 1)
+    feeds = {
+        "a": _q(rng, 1, 2048, 1, 1),
+        "b": _q(rng, 1, 128, 3, 3),
+        "c": _q(rng, 2, 524288),
+        "d": _q(rng, 1, 524288, 1, 1),
+    }
+    want = run_numpy(load(src, cm).program, feeds)
+    got = run_numpy(load(dst, cm).program, feeds)
+    assert len(want) == len(got) == 6
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape and np.array_equal(w, g)
+
+
+def test_outputs_and_description_survive(notched) -> None:
+    cm, src, dst, _, _ = notched
+    a, b = load(src, cm), load(dst, cm)
+    assert a.spec.description == b.spec.description
+    assert a.spec.specificationVersion == b.spec.specificationVersion
+
+
+def test_dry_run_lists_and_writes_nothing(
+    notched, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, src, _, _, report = notched
+    out = tmp_path / "never.mlpackage"
+    argv = ["patch", str(src), str(out), "--dry-run", "--engine", FAST, "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["dry_run"] and doc["out"] is None and not out.exists()
+    assert doc["changed"] == report["changed"]
+    for c in doc["changed"]:
+        assert sum(c["chunk_bytes_per_core"]) == c["bytes_per_core"]
+        assert {"op", "op_type", "axis", "splits", "parts"} <= set(c)
+
+
+def test_unaffected_model_comes_out_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cm = _cm()
+    src = _clear(cm, tmp_path / "clear.mlpackage", np.random.default_rng(RNG_SEED))
+    dst = tmp_path / "same.mlpackage"
+    assert main(["patch", str(src), str(dst), "--json"]) == 0  # default engine
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["changed"] == [] and doc["unchanged"] == ["c"]
+    files = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(dst) for p in dst.rglob("*") if p.is_file())
+    for f in files:
+        assert (src / f).read_bytes() == (dst / f).read_bytes()
+
+
+def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
+    _, src, _, _, report = notched
+    assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
+    out = capsys.readouterr().out
+    assert f"8 constant fp16 weights; would split {len(report['changed'])}" in out
+    assert all(c["op"] in out for c in report["changed"])
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err, err
+
+
+def test_not_a_package_is_one_line(
+    notched, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, src, dst, _, _ = notched
+    file = tmp_path / "file.mlpackage"
+    file.write_text("not a package")
+    _one_line(capsys, ["patch", str(file), "--dry-run"], "not an .mlpackage")
+    empty = tmp_path / "empty.mlpackage"
+    empty.mkdir()
+    _one_line(capsys, ["patch", str(empty), "--dry-run"], "not an .mlpackage")
+    broken = tmp_path / "broken.mlpackage"
+    broken.mkdir()
+    (broken / "Manifest.json").write_text("{]")
+    _one_line(capsys, ["patch", str(broken), "--dry-run"], "not a readable Core ML package")
+    _one_line(capsys, ["patch", str(tmp_path / "none.mlpackage"), "--dry-run"], "not an .mlpackage")
+    _one_line(capsys, ["patch", str(src)], "OUT.mlpackage")
+    _one_line(capsys, ["patch", str(src), str(dst)], "exists")
+    _one_line(capsys, ["patch", str(src), str(tmp_path / "no" / "x.mlpackage")], "no such folder")
+
+
+def test_a_neural_network_model_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cm = _cm()
+    src = _clear(cm, tmp_path / "c.mlpackage", np.random.default_rng(RNG_SEED))
+    spec = load(src, cm).spec
+    nn = cm.ct.proto.Model_pb2.Model()
+    nn.specificationVersion = 4
+    nn.description.CopyFrom(spec.description)
+    nn.neuralNetwork.SetInParent()
+    pkg = tmp_path / "nn.mlpackage"
+    with contextlib.redirect_stderr(io.StringIO()):
+        cm.ct.models.MLModel(nn, skip_model_load=True).save(str(pkg))
+    _one_line(capsys, ["patch", str(pkg), "--dry-run"], "not an ML Program")
+
+
+def test_missing_extra_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "coremltools", None)  # import fails as if not installed
+    _one_line(capsys, ["patch", str(tmp_path), "--dry-run"], NEEDS)
