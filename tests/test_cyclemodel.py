@@ -3,12 +3,19 @@
 Both are written from the RTL independently (one grant at a time, one cycle at
 a time); they must agree exactly on every counter, for one core or sixteen,
 one task or a sequence, with or without back-pressure and a binding aggregate
-ceiling. The RTL itself is held to them by tb/.
+ceiling, under every rate mechanism. The fast engine's shortcuts (shadow
+cores, jumped periods, the token bucket's closed form) are held to the
+stepped reference on jobs small enough for it, and to the fast engine
+without them (``skip=False``) on jobs of several laps, where they do jump.
+The RTL itself is held to them by tb/.
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,35 +30,100 @@ CHIP = chips.load()
 G = CHIP.geometry
 RING = CHIP.ring_lines
 HYPS = hyps.registry()
+IDS = [h.name for h in HYPS]
+RAMP = {"ramp_start_q16": 20000, "ramp_step_lines": 8000, "ramp_inc_q16": 14000}
 
 
-def _settings(rng: random.Random, agg: int | None = None) -> cm.Settings:
+def _settings(rng: random.Random, agg: int | None = None, mechanisms: bool = False) -> cm.Settings:
+    rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
+    kw: dict[str, int] = {}
+    if mechanisms and rng.random() < 0.5:
+        kw.update(
+            ramp_start_q16=rng.randrange(1, rate + 1),
+            ramp_step_lines=rng.randrange(1, 300),
+            ramp_inc_q16=rng.randrange(1, 8000),
+        )
+    if mechanisms and rng.random() < 0.3:
+        kw.update(warm_lines=rng.randrange(0, 400), warm_extra_cycles=rng.randrange(0, 200))
+    if mechanisms and rng.random() < 0.3:
+        kw["task_gap_cycles"] = rng.randrange(0, 100)
     return cm.Settings(
         latency=rng.randrange(1, 300),
         window=rng.randrange(1, 400),
-        core_rate_q16=rng.randrange(RATE_ONE // 10, RATE_ONE + 1),
+        core_rate_q16=rate,
         agg_rate_q16=agg or 20 * RATE_ONE,
+        **kw,
     )
 
 
+def _counters(r: cm.ModelResult) -> list:
+    return [
+        (r.cycles, r.cycles_o, r.accepts, r.fresh),
+        *[
+            None if c is None else (c.cycles, c.zero_credit_cycles, c.peak_inflight, c.issued)
+            for c in r.cores
+        ],
+    ]
+
+
 def _same(a: cm.ModelResult, b: cm.ModelResult) -> None:
-    assert (a.cycles, a.accepts, a.fresh) == (b.cycles, b.accepts, b.fresh)
+    """Every counter equal; every line's grant and drain too, where both kept them."""
+    assert _counters(a) == _counters(b)
     for x, y in zip(a.cores, b.cores, strict=True):
-        if x is None:
-            assert y is None
+        if x is None or x.grants is None or y is None or y.grants is None:
             continue
-        assert (x.cycles, x.zero_credit_cycles, x.peak_inflight, x.issued) == (
-            y.cycles,
-            y.zero_credit_cycles,
-            y.peak_inflight,
-            y.issued,
-        )
         assert np.array_equal(x.grants, y.grants)
         assert np.array_equal(x.drains, y.drains)
 
 
-def _job(rng: random.Random, cores: int, steps: int, same_sizes: bool) -> list:
-    sizes = [rng.choice([0, 1, rng.randrange(1, 700)]) for _ in range(steps)]
+def _exact(
+    h: hyps.Hypothesis, s: cm.Settings, job: list, bp: cm.Backpressure | None = None
+) -> cm.ModelResult:
+    """run, with and without its shortcuts and its lines, against simulate."""
+    ref = cm.simulate(h, G, s, job, bp)
+    fast = cm.run(h, G, s, job, bp, keep_lines=True)
+    _same(fast, ref)
+    _same(cm.run(h, G, s, job, bp), ref)
+    _same(cm.run(h, G, s, job, bp, keep_lines=True, skip=False), ref)
+    return fast
+
+
+@pytest.fixture
+def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
+    """Counts the fast engine's shortcuts as they happen (a test may require some)."""
+    seen: Counter = Counter()
+    eng = cm._Engine
+    shadow, jump, token, unshadow = eng.shadow, eng._jump, eng._token_jump, eng._unshadow
+
+    def spy_shadow(self: cm._Engine, lead: cm._Group, fols: list, deltas: list) -> None:
+        seen["followers" if fols else "solo"] += 1
+        return shadow(self, lead, fols, deltas)
+
+    def spy_jump(self: cm._Engine, *a: object) -> bool:
+        done = jump(self, *a)
+        seen["period"] += done
+        return done
+
+    def spy_token(self: cm._Engine, *a: object) -> bool:
+        done = token(self, *a)
+        seen["token"] += done
+        return done
+
+    def spy_unshadow(self: cm._Engine, lead: cm._Group, fols: list, *rest: list) -> None:
+        ys = rest[0]
+        if fols and (lead.issuing or min(ys) < lead.x):
+            seen["refused"] += 1  # the bucket refused a follower: back to the general loop
+        return unshadow(self, lead, fols, *rest)
+
+    monkeypatch.setattr(eng, "shadow", spy_shadow)
+    monkeypatch.setattr(eng, "_jump", spy_jump)
+    monkeypatch.setattr(eng, "_token_jump", spy_token)
+    monkeypatch.setattr(eng, "_unshadow", spy_unshadow)
+    yield seen
+
+
+def _job(rng: random.Random, cores: int, steps: int, same_sizes: bool, top: int = 700) -> list:
+    sizes = [rng.choice([0, 1, rng.randrange(1, top)]) for _ in range(steps)]
     job = []
     for _ in range(cores):
         if cores > 1 and rng.random() < 0.2:
@@ -80,7 +152,106 @@ def test_fast_equals_stepped(seed: int) -> None:
         bp = None
         if seed % 2:
             bp = cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(0, 220))
-        _same(cm.run(h, G, s, job, bp), cm.simulate(h, G, s, job, bp))
+        _exact(h, s, job, bp)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_mechanisms_and_shadows_equal_stepped(seed: int, shortcuts: Counter) -> None:
+    """The rate mechanisms, the page-granular reading near the notch, identical cores.
+
+    Identical cores (same sizes, any bases) run as a leader and shifted
+    followers; sizes of a few thousand lines let periods be found and jumped.
+    """
+    rng = random.Random(100 + seed)
+    for _ in range(12):
+        agg = rng.choice([838860, 20 * RATE_ONE, 13 * RATE_ONE, int(2.5 * RATE_ONE)])
+        s = _settings(rng, agg, mechanisms=True)
+        h = rng.choice(HYPS)
+        cores = rng.choice([1, 2, 16, 16])
+        steps = rng.choice([1, 1, 2, 3])
+        if h.name == "paged" and rng.random() < 0.6:  # near the notch: partial page credits
+            sizes = [max(1, rng.choice([4096, 16384]) + rng.randrange(-300, 301))] * steps
+        else:
+            sizes = [rng.choice([0, 1, 257, rng.randrange(300, 3000)]) for _ in range(steps)]
+        if not any(sizes):
+            sizes[0] = 100
+        job = []
+        for _c in range(cores):
+            base, seq = rng.randrange(0, 1 << 20), []
+            for n in sizes:
+                seq.append((base, n))
+                base += n
+            job.append(seq)
+        if cores > 2 and rng.random() < 0.2:  # one core with other work
+            job[rng.randrange(cores)] = [(b, max(0, n + rng.randrange(-40, 40))) for b, n in seq]
+        bp = None
+        if rng.random() < 0.15:
+            bp = cm.Backpressure(rng.randrange(1, 1 << 16), rng.randrange(0, 150))
+        _exact(h, s, job, bp)
+    assert shortcuts["followers"] + shortcuts["solo"]
+
+
+def test_shadows_fall_back_when_the_bucket_refuses(shortcuts: Counter) -> None:
+    """Sixteen cores near the aggregate ceiling: now and then the bucket refuses a follower."""
+    s = cm.Settings(latency=61, window=187, core_rate_q16=29313, agg_rate_q16=516425)
+    job = [[(c * 100_003, 812)] for c in range(16)]
+    _exact(hyps.get("literal"), s, job)
+    s = cm.Settings(latency=43, window=55, core_rate_q16=30656, agg_rate_q16=497630)
+    job = [[(c * 77_777, 1005)] * 2 for c in range(16)]
+    _exact(hyps.get("signed"), s, job)
+    assert shortcuts["refused"] >= 2
+
+
+def test_periods_and_the_token_form_equal_stepped(shortcuts: Counter) -> None:
+    """A small chip (1024-line ring, 256-line KMem): steady state comes early enough for simulate.
+
+    Near the notch the credit is small: demand-gated bursts, short periods,
+    jumped; far from it the token bucket alone paces: the closed form.
+    """
+    g = hyps.Geometry(line_bytes=64, ring_bits=10, prefetch_max_lines=64, kmem_lines=256)
+    base = cm.Settings(latency=30, window=6, core_rate_q16=RATE_ONE // 3, agg_rate_q16=838860)
+    cases = [
+        (base, 1024 + 5),
+        (base, 2 * 1024 - 3),
+        (replace(base, core_rate_q16=21000, window=20), 1500),
+        (replace(base, **{**RAMP, "ramp_step_lines": 300}), 1024 + 40),
+        (replace(base, window=40, task_gap_cycles=7, warm_lines=100, warm_extra_cycles=9), 1030),
+    ]
+    for h in HYPS:
+        for s, n in cases:
+            job = [[(c * n, n)] for c in range(16)]
+            ref = cm.simulate(h, g, s, job)
+            _same(cm.run(h, g, s, job, keep_lines=True), ref)
+            _same(cm.run(h, g, s, job), ref)
+    assert shortcuts["period"] and shortcuts["token"] and shortcuts["followers"]
+
+
+@pytest.mark.parametrize("h", HYPS, ids=IDS)
+def test_skipping_equals_stepping_on_multi_lap_jobs(h: hyps.Hypothesis, shortcuts: Counter) -> None:
+    """The chip's own settings, jobs of three laps or so: jumps against every grant stepped."""
+    s = CHIP.settings
+    cases = [
+        (s, [[(c * 3 * RING, 3 * RING)] for c in range(16)]),  # the notch
+        (s, [[(0, 3 * RING - 40)]]),
+        (s, [[(c * 40_000, 40_000)] for c in range(16)]),
+        (replace(s, **RAMP), [[(c * 40_000, 40_000)] for c in range(16)]),
+        (s, [[(c * 40_000, 20_000), (c * 40_000 + 20_000, 20_000)] for c in range(16)]),
+        (replace(s, warm_lines=3000, warm_extra_cycles=300, task_gap_cycles=50), [[(0, 50_000)]]),
+    ]
+    for settings, job in cases:
+        _same(cm.run(h, G, settings, job), cm.run(h, G, settings, job, skip=False))
+    assert shortcuts["period"] + shortcuts["token"] >= len(cases) - 1
+
+
+def test_lines_are_kept_only_when_asked() -> None:
+    """O(1) memory by default: no per-line arrays; keep_lines gives them, jumps included."""
+    h, s = hyps.get("fixed"), CHIP.settings
+    job = [[(c * 50_000, 50_000)] for c in range(16)]
+    lean = cm.run(h, G, s, job)
+    assert all(c.grants is None and c.drains is None for c in lean.cores)
+    full = cm.run(h, G, s, job, keep_lines=True)
+    _same(full, cm.run(h, G, s, job, keep_lines=True, skip=False))
+    assert full.cores[5].grants.size == 50_000 and _counters(full) == _counters(lean)
 
 
 def test_sixteen_identical_cores_meet_at_the_aggregate_bucket() -> None:
@@ -88,19 +259,20 @@ def test_sixteen_identical_cores_meet_at_the_aggregate_bucket() -> None:
     s = CHIP.settings
     h = hyps.get("signed")
     one = cm.run(h, G, s, [[(0, RING)]])
-    many = cm.run(h, G, s, [[(c * RING, RING)] for c in range(16)])
+    many = cm.run(h, G, s, [[(c * RING, RING)] for c in range(16)], keep_lines=True)
     assert many.cycles == one.cycles + 1
     assert many.cores[0].cycles == one.cores[0].cycles
     first = sorted(int(c.grants[0]) for c in many.cores)
     assert first == [1] * 13 + [2] * 3  # floor(bank of one line + refill 12.8 lines)
     _same(many, cm.simulate(h, G, s, [[(c * RING, RING)] for c in range(16)]))
+    _same(many, cm.run(h, G, s, [[(c * RING, RING)] for c in range(16)], skip=False))
 
 
 def test_unequal_cores_make_the_top_wait_for_idle() -> None:
     """A core that drains its task before the others are ready: the next task waits for idle."""
     s = cm.Settings(latency=20, window=8, core_rate_q16=RATE_ONE, agg_rate_q16=20 * RATE_ONE)
     job = [[(0, 4), (0, 4)], [(0, 400), (0, 4)]]
-    res = cm.run(hyps.get("fixed"), G, s, job)
+    res = cm.run(hyps.get("fixed"), G, s, job, keep_lines=True)
     done0 = int(res.cores[0].drains[3])
     done1 = int(res.cores[1].drains[399])
     assert done0 + 2 <= int(res.cores[1].grants[399])  # core 0 finished long before
@@ -112,7 +284,7 @@ def test_unequal_cores_make_the_top_wait_for_idle() -> None:
 def test_tight_ceiling_is_never_exceeded() -> None:
     s = cm.Settings(latency=40, window=64, core_rate_q16=RATE_ONE, agg_rate_q16=3 * RATE_ONE)
     job = [[(c * 0x4000, 500)] for c in range(16)]
-    res = cm.run(hyps.get("fixed"), G, s, job)
+    res = cm.run(hyps.get("fixed"), G, s, job, keep_lines=True)
     grants = np.concatenate([c.grants for c in res.cores])
     assert np.bincount(grants).max() <= 4  # floor(bank <= 1 line + refill 3 lines)
     assert grants.size / (grants.max() - grants.min() + 1) <= 3.0 + 1e-9
@@ -121,7 +293,7 @@ def test_tight_ceiling_is_never_exceeded() -> None:
 def test_zero_length_and_single_line_exact_timeline() -> None:
     s = cm.Settings(latency=10, window=4, core_rate_q16=RATE_ONE, agg_rate_q16=RATE_ONE)
     assert cm.run(hyps.get("fixed"), G, s, [[(0, 0)]]).cycles == 1  # done follows at once
-    one = cm.run(hyps.get("fixed"), G, s, [[(0, 1)]])
+    one = cm.run(hyps.get("fixed"), G, s, [[(0, 1)]], keep_lines=True)
     # granted in cycle 1, popped in 11, in KMem from 12, drained in 12; top done counted +1
     assert one.cores[0].grants.tolist() == [1]
     assert one.cores[0].drains.tolist() == [12]
@@ -131,7 +303,7 @@ def test_zero_length_and_single_line_exact_timeline() -> None:
 def test_zero_credit_starves_to_the_demand_window() -> None:
     """Credit 0: throughput is window / (latency + 2) lines per cycle, exactly in steady state."""
     s = cm.Settings(latency=98, window=10, core_rate_q16=RATE_ONE, agg_rate_q16=20 * RATE_ONE)
-    res = cm.run(hyps.get("signed"), G, s, [[(0, RING)]])
+    res = cm.run(hyps.get("signed"), G, s, [[(0, RING)]], keep_lines=True)
     g = res.cores[0].grants
     assert g[5000 + 10] - g[5000] == 100  # one window per round trip of latency + 2
     assert res.cores[0].zero_credit_cycles == g[-1]

@@ -318,7 +318,7 @@ def _page_pattern(g: Geometry, s: Settings, credit: int) -> tuple[tuple[int, ...
 
     fixed_c = Hypothesis("page-sim", None, None, True, "paged", False, scalar, vec, paths="split")
     n = SIM_PAGES * page
-    grants = cm.run(fixed_c, g, s, [[(0, n)]]).cores[0].grants
+    grants = cm.run(fixed_c, g, s, [[(0, n)]], keep_lines=True).cores[0].grants
     half = n // 2
     for q in range(1, SIM_PAGES // 4 + 1):
         lag = q * page
@@ -370,3 +370,51 @@ def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndar
             done += n
         out[row] = np.floor(t + 1e-9) + period
     return out
+
+
+def governor_grid(
+    latency: np.ndarray,
+    window: np.ndarray,
+    rate: np.ndarray,
+    ramp_start: np.ndarray,
+    ramp_lines: np.ndarray,
+    steps: int,
+    credit: np.ndarray,
+    lines: np.ndarray,
+    kmem_lines: int,
+) -> np.ndarray:
+    """One static task's cycles under a governor of `steps` equal steps, broadcast over a grid.
+
+    The rate starts at ramp_start and climbs in `steps` equal steps over the
+    first ramp_lines lines to `rate` (ramp_start >= rate: no ramp). What a
+    calibration searches over: the longest path of :func:`static_ramp_cycles`,
+    vectorised over every argument.
+    """
+    lat = np.maximum(np.asarray(latency, dtype=np.int64), 1)
+    period = lat + 2
+    r1 = np.asarray(rate, dtype=float)
+    r0 = np.minimum(np.asarray(ramp_start, dtype=float), r1)
+    step = np.maximum(np.asarray(ramp_lines, dtype=float) / steps, 1.0)
+    cap = np.minimum(np.asarray(window, dtype=np.int64) + credit, kmem_lines)
+    last = np.asarray(lines, dtype=np.int64) - 1
+
+    def tok(i: np.ndarray) -> np.ndarray:
+        i = np.asarray(i, dtype=float)
+        out = np.zeros(np.broadcast(i, r1, r0, step).shape)
+        for k in range(steps + 1):
+            rk = r1 if k == steps else np.minimum(r0 + (r1 - r0) * k / steps, r1)
+            lo = np.maximum(k * step, 1.0)
+            hi = np.inf if k == steps else (k + 1) * step - 1
+            n = np.clip(np.minimum(i, hi) - lo + 1, 0, None)
+            out = out + n * RATE_ONE / rk
+        return out
+
+    cands = [last % cap, last]
+    for k in range(1, steps + 1):
+        b = np.floor(k * step).astype(np.int64)
+        for bb in (b - 1, b):
+            cands.append(np.clip(bb - ((bb - last) % cap), last % cap, last))
+    best = np.full(np.broadcast(last, cap, r1, r0, step).shape, -np.inf)
+    for m in cands:
+        best = np.maximum(best, tok(m) + ((last - m) // cap) * period)
+    return np.ceil(np.maximum(best, 1) - 1e-9) + period
