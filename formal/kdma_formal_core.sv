@@ -107,6 +107,11 @@ module kdma_formal_core
     .clk_i,
     .rst_ni              (rst_nq),
     .window_i            (window),
+    .core_rate_i         (17'(kdma_pkg::RATE_ONE)),  // the governor off: proofs are about order
+    .ramp_start_i        ('0),
+    .ramp_step_i         ('0),
+    .ramp_inc_i          ('0),
+    .rate_o              (),
     .start_i             (start),
     .base_addr_i         (base_addr),
     .size_bytes_i        (size_bytes),

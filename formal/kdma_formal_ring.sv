@@ -116,9 +116,11 @@ module kdma_formal_ring
     .transfer_lines_i(transfer_lines),
     .clear_i         (1'b0),
     .outstanding_i   (outstanding_q),
+    .spec_outstanding_i('0),  // the modes proven here have no speculative path
     .req_valid_o     (req_valid),
     .req_ready_i     (req_ready),
     .req_addr_o      (req_addr),
+    .req_spec_o      (),
     .issued_lines_o  (issued),
     .credit_o        (credit),
     .cap_o           (cap)

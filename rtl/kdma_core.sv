@@ -17,8 +17,17 @@ module kdma_core
   input  logic clk_i,
   input  logic rst_ni,
 
-  // ---- Run-time setting ----
+  // ---- Run-time settings ----
   input  logic [$clog2(KmemLines+1)-1:0] window_i,   // demand window, lines
+  // Issue-rate governor: each request (a task taken while idle) starts at
+  // ramp_start_i lines/cycle and gains ramp_inc_i every ramp_step_i granted
+  // lines, up to core_rate_i (all Q.16). ramp_start_i = 0, or at or above the
+  // core rate, turns it off. ramp_step_i = 0 acts as 1.
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]   core_rate_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]   ramp_start_i,
+  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0] ramp_step_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]   ramp_inc_i,
+  output logic [kdma_pkg::RATE_FRAC_BITS:0]   rate_o,     // this core's token refill, Q.16
 
   // ---- Task interface ----
   input  logic                  start_i,        // taken when ready_o is high
@@ -76,6 +85,9 @@ module kdma_core
   logic [CreditBits-1:0]     credit;
   logic [CapBits-1:0]        cap, outstanding;           // outstanding: requested, not drained
   logic [CapBits-1:0]        inflight_q, kmem_count_q;
+  logic [CapBits-1:0]        spec_out_q;                 // of them, speculative
+  logic                      req_spec, grant, drain;
+  logic                      spec_ok;                    // spec_out_q <= outstanding
 
   assign start_lines = COUNT_BITS'(size_bytes_i >> LINE_SHIFT) + COUNT_BITS'(|size_bytes_i[LINE_SHIFT-1:0]);
   assign busy   = cur_busy_q || (tail_q != '0);
@@ -101,15 +113,87 @@ module kdma_core
     .transfer_lines_i(lines_q),
     .clear_i         (accept),
     .outstanding_i   (outstanding),
+    .spec_outstanding_i(spec_out_q),
     .req_valid_o,
     .req_ready_i,
     .req_addr_o,
+    .req_spec_o      (req_spec),
     .issued_lines_o  (issued),
     .credit_o        (credit),
     .cap_o           (cap)
   );
 
   assign outstanding = inflight_q + kmem_count_q;
+  assign grant       = req_valid_o && req_ready_i;
+
+  // ---------------------------------------------------------------------------
+  // Which lines in the core are speculative: one bit per line, in issue order,
+  // which is also drain order (the memory and KMem are in order). Only the
+  // paged mode has a speculative path; the other builds have no such state.
+  // ---------------------------------------------------------------------------
+  if (CreditMode == 2'(CreditPaged)) begin : g_spec
+    logic [KmemLines-1:0] spec_bits_q;   // a bit vector, not a memory: formal's SAT reads it
+    logic [PtrBits-1:0]   spec_wr_q, spec_rd_q;
+    logic                 drain_spec;
+
+    assign drain_spec = drain && spec_bits_q[spec_rd_q];
+
+    always_ff @(posedge clk_i) begin
+      if (grant) spec_bits_q[spec_wr_q] <= req_spec;
+    end
+
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni) begin
+        spec_wr_q  <= '0;
+        spec_rd_q  <= '0;
+        spec_out_q <= '0;
+      end else begin
+        if (grant) spec_wr_q <= spec_wr_q + 1'b1;
+        if (drain) spec_rd_q <= spec_rd_q + 1'b1;
+        spec_out_q <= spec_out_q + CapBits'(grant && req_spec) - CapBits'(drain_spec);
+      end
+    end
+    assign spec_ok = (spec_out_q <= outstanding);
+  end else begin : g_no_spec
+    assign spec_out_q = '0;  // no speculative path in this mode
+    assign spec_ok    = 1'b1;
+  end
+
+  // ---------------------------------------------------------------------------
+  // Issue-rate governor (a duty governor on the token refill the memory port
+  // applies to this core). ramp_q set: rate_q holds the ramp's current rate.
+  // ---------------------------------------------------------------------------
+  logic [RATE_FRAC_BITS:0]   rate_q;
+  logic [RAMP_STEP_BITS-1:0] step_cnt_q;
+  logic                      ramp_q, ramp_on;
+  logic [RATE_FRAC_BITS+1:0] rate_next;
+
+  assign ramp_on   = (ramp_start_i != '0) && (ramp_start_i < core_rate_i);
+  assign rate_next = (RATE_FRAC_BITS + 2)'(rate_q) + (RATE_FRAC_BITS + 2)'(ramp_inc_i);
+  // The governor throttles a busy core only; idle, the port refills at the core
+  // rate. (rate_q < core_rate_i while a ramp runs; the compare only matters if
+  // the core rate input is lowered between requests.)
+  assign rate_o    = (ramp_q && busy && (rate_q < core_rate_i)) ? rate_q : core_rate_i;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      ramp_q     <= 1'b0;
+      rate_q     <= '0;
+      step_cnt_q <= '0;
+    end else if (accept && !busy) begin  // a request starts
+      ramp_q     <= ramp_on;
+      rate_q     <= ramp_start_i;
+      step_cnt_q <= '0;
+    end else if (grant && ramp_q) begin
+      if (step_cnt_q + 1'b1 >= ramp_step_i) begin
+        step_cnt_q <= '0;
+        if (rate_next >= (RATE_FRAC_BITS + 2)'(core_rate_i)) ramp_q <= 1'b0;
+        else                                                  rate_q <= (RATE_FRAC_BITS + 1)'(rate_next);
+      end else begin
+        step_cnt_q <= step_cnt_q + 1'b1;
+      end
+    end
+  end
 
   // ---------------------------------------------------------------------------
   // KMem: lines returned from memory wait here until the consumer drains them.
@@ -119,7 +203,6 @@ module kdma_core
   logic [LINE_BITS-1:0]      kmem_data [KmemLines];
   logic [PtrBits-1:0]        kmem_wr_q, kmem_rd_q;
   logic [CapBits-1:0]        peak_inflight_q;
-  logic                      drain;
 
   assign kmem_valid_o = (kmem_count_q != '0);
   assign kmem_addr_o  = kmem_addr[kmem_rd_q];
@@ -159,7 +242,7 @@ module kdma_core
       if (resp_valid_i) kmem_wr_q <= kmem_wr_q + 1'b1;
       if (drain)        kmem_rd_q <= kmem_rd_q + 1'b1;
       kmem_count_q <= kmem_count_q + CapBits'(resp_valid_i) - CapBits'(drain);
-      inflight_q   <= inflight_q + CapBits'(req_valid_o && req_ready_i) - CapBits'(resp_valid_i);
+      inflight_q   <= inflight_q + CapBits'(grant) - CapBits'(resp_valid_i);
       if (inflight_q > peak_inflight_q) peak_inflight_q <= inflight_q;
       if (tail_drain) tail_q <= tail_q - 1'b1;
       if (accept) begin
@@ -219,14 +302,16 @@ module kdma_core
   // even on a simulator that carries on after $error (Icarus). Verilator, built
   // with --assert, stops at the first $error unless +verilator+error+limit is
   // raised. tb/cocotb_assertions.py drives illegal states to prove they fire.
-  // Bit 1 checks "in flight + KMem < window + credit" when a read issues: the
-  // fix's credit shrinks over a task's last lines, so between issues the
-  // occupancy may sit above the (new, smaller) cap by design.
+  // Bit 1 checks "in flight + KMem < window + credit" when a read issues (for
+  // a demand line of the paged mode: the demand lines alone): the fix's credit
+  // shrinks over a task's last lines, so between issues the occupancy may sit
+  // above the (new, smaller) cap by design.
   // Bits: 0 credit above clamp, 1 issue at cap, 2 outstanding above KMem,
-  // 3 issued above lines, 4 read beyond the end, 5 done early, 6 stray tail.
+  // 3 issued above lines, 4 read beyond the end, 5 done early, 6 stray tail,
+  // 7 more speculative lines than lines, 8 governed rate above the core rate.
   // ---------------------------------------------------------------------------
 `ifndef SYNTHESIS
-  localparam int NumAsserts = 7;
+  localparam int NumAsserts = 9;
   logic [NumAsserts-1:0] assert_fail_q;
 
   always_ff @(posedge clk_i or negedge rst_ni) begin
@@ -238,7 +323,7 @@ module kdma_core
           $error("kdma: credit %0d above clamp %0d", credit, PrefetchMaxLines);
           assert_fail_q[0] <= 1'b1;
         end
-      assert (!req_valid_o || (outstanding < cap))
+      assert (!req_valid_o || ((req_spec ? outstanding : outstanding - spec_out_q) < cap))
         else begin
           $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
           assert_fail_q[1] <= 1'b1;
@@ -267,6 +352,16 @@ module kdma_core
         else begin
           $error("kdma: tail line drained with no current task");
           assert_fail_q[6] <= 1'b1;
+        end
+      assert (spec_ok)
+        else begin
+          $error("kdma: %0d speculative lines of %0d outstanding", spec_out_q, outstanding);
+          assert_fail_q[7] <= 1'b1;
+        end
+      assert (rate_o <= core_rate_i)
+        else begin
+          $error("kdma: governed rate %0d above the core rate %0d", rate_o, core_rate_i);
+          assert_fail_q[8] <= 1'b1;
         end
     end
   end

@@ -18,12 +18,15 @@ module kdma_credit
   // Progress
   input  logic [kdma_pkg::COUNT_BITS-1:0] issued_lines_i,    // lines already requested
   // Credit: lines the prefetcher may run ahead of the demand window
-  output logic [$clog2(PrefetchMaxLines+1)-1:0] credit_o
+  output logic [$clog2(PrefetchMaxLines+1)-1:0] credit_o,
+  // The next line goes through the speculative path (paged mode only)
+  output logic                                  spec_o
 );
 
   import kdma_pkg::*;
 
   localparam int CreditBits = $clog2(PrefetchMaxLines + 1);
+  localparam int PageBits = $clog2(PrefetchMaxLines);  // one page = one clamp of lines
   localparam logic [COUNT_BITS-1:0] Clamp = COUNT_BITS'(PrefetchMaxLines);
 
   // The ring, as the article sketches it (names kept for waves and formal).
@@ -32,16 +35,21 @@ module kdma_credit
   logic [RingBits-1:0]   distance;    // end_ptr - rd_ptr, wraps modulo 2^RingBits
   logic [RingBits-1:0]   magnitude;   // |distance| read as a signed ring offset
   logic [COUNT_BITS-1:0] avail;       // lines the mode believes are left
+  logic [COUNT_BITS-1:0] paged_c;     // paged: the signed credit, clamped to one page
+  logic [COUNT_BITS-1:0] page_line;   // paged: the next line's place in its page
 
   assign rd_ptr    = start_ptr_i;
   assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0];
   assign distance  = end_ptr - rd_ptr;
   assign magnitude = distance[RingBits-1] ? RingBits'(-distance) : distance;
+  assign paged_c   = (COUNT_BITS'(magnitude) > Clamp) ? Clamp : COUNT_BITS'(magnitude);
+  assign page_line = COUNT_BITS'(issued_lines_i[PageBits-1:0]);
 
   // ---------------------------------------------------------------------------
   // The erratum in three lines. Literal and Signed see only the 14-bit ring
-  // distance, which aliases to 0 at every multiple of 2^14 lines. The fix
-  // counts what is actually left, in full width.
+  // distance, which aliases to 0 at every multiple of 2^14 lines; Paged spends
+  // the signed credit on the first lines of each page only. The fix counts
+  // what is actually left, in full width.
   // ---------------------------------------------------------------------------
   always_comb begin
     avail = '0;
@@ -49,11 +57,13 @@ module kdma_credit
       CreditLiteral: avail = COUNT_BITS'(distance);
       CreditSigned:  avail = COUNT_BITS'(magnitude);
       CreditFixed:   avail = transfer_lines_i - issued_lines_i;
+      CreditPaged:   avail = (page_line < paged_c) ? paged_c : '0;
       default:       avail = '0;
     endcase
   end
 
   assign credit_o = (avail > Clamp) ? CreditBits'(PrefetchMaxLines) : CreditBits'(avail);
+  assign spec_o   = (CreditMode == 2'(CreditPaged)) && (credit_o != '0);
 
 endmodule
 

@@ -18,8 +18,9 @@ module kdma_mem_model
   // ---- Run-time settings (hold steady while any task runs) ----
   // Cycles from an accepted request to its response, 1..MaxLatencyCycles (0 acts as 1).
   input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,
-  // Per-port rate limit in lines per cycle, fixed point, 0 < rate <= 1.0.
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,
+  // Per-port rate limit in lines per cycle, fixed point, 0 < rate <= 1.0
+  // (each core's governor drives its own port's).
+  input  logic [NumCores-1:0][kdma_pkg::RATE_FRAC_BITS:0] core_rate_i,
   // Aggregate ceiling over all ports in lines per cycle, fixed point.
   input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
   // A new task starts: round-robin arbitration restarts at port 0.
@@ -66,7 +67,7 @@ module kdma_mem_model
 
   always_comb begin
     for (int c = 0; c < NumCores; c++) begin
-      eligible[c] = req_valid_i[c] && !fifo_full[c] && (tok_q[c] + AccBits'(core_rate_i) >= One);
+      eligible[c] = req_valid_i[c] && !fifo_full[c] && (tok_q[c] + AccBits'(core_rate_i[c]) >= One);
     end
   end
 
@@ -99,9 +100,9 @@ module kdma_mem_model
       rr_q  <= arb_restart_i ? '0 : rr_d;
       agg_q <= (agg_avail - agg_spent > One) ? One : agg_avail - agg_spent;
       for (int c = 0; c < NumCores; c++) begin
-        if (grant[c])                                          tok_q[c] <= tok_q[c] + AccBits'(core_rate_i) - One;
-        else if (tok_q[c] + AccBits'(core_rate_i) > One)       tok_q[c] <= One;
-        else                                                   tok_q[c] <= tok_q[c] + AccBits'(core_rate_i);
+        if (grant[c])                                             tok_q[c] <= tok_q[c] + AccBits'(core_rate_i[c]) - One;
+        else if (tok_q[c] + AccBits'(core_rate_i[c]) > One)       tok_q[c] <= One;
+        else                                                      tok_q[c] <= tok_q[c] + AccBits'(core_rate_i[c]);
       end
     end
   end

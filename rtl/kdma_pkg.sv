@@ -24,6 +24,8 @@ package kdma_pkg;
   // Fixed-point rates (lines per cycle) carry this many fraction bits.
   localparam int RATE_FRAC_BITS = 16;
   localparam int RATE_ONE = 1 << RATE_FRAC_BITS;
+  // The issue-rate governor counts granted lines per step in this many bits.
+  localparam int RAMP_STEP_BITS = 20;
 
   // How the credit unit turns the task into look-ahead credit.
   typedef enum logic [1:0] {
@@ -34,7 +36,12 @@ package kdma_pkg;
     // offset, and its magnitude clamped. Starves both sides: a V.
     CreditSigned  = 2'd1,
     // The fix: full-width lines remaining, min(transfer - issued, 256).
-    CreditFixed   = 2'd2
+    CreditFixed   = 2'd2,
+    // Page-granular: the signed credit c covers only the first c lines of
+    // each 256-line page of the task (speculative, up to window + c ahead);
+    // the rest of the page goes through the demand path (window lines).
+    // Starves in proportion to |x|: a V that is linear near the notch.
+    CreditPaged   = 2'd3
   } credit_mode_e;
 
   // Word j of the line at line address `line_addr`: a pure function of the

@@ -30,11 +30,13 @@ module kdma_prefetch_ring
 
   // ---- Occupancy: lines requested and not yet drained out of KMem (all tasks) ----
   input  logic [$clog2(KmemLines+1)-1:0] outstanding_i,
+  input  logic [$clog2(KmemLines+1)-1:0] spec_outstanding_i, // of them, speculative
 
   // ---- Read requests to memory ----
   output logic                      req_valid_o,
   input  logic                      req_ready_i,
   output logic [kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_o,
+  output logic                      req_spec_o,        // the request is speculative
 
   // ---- State, for counters, waves and assertions ----
   output logic [kdma_pkg::COUNT_BITS-1:0]     issued_lines_o,
@@ -49,6 +51,9 @@ module kdma_prefetch_ring
 
   logic [COUNT_BITS-1:0] issued_q;
   logic [SumBits-1:0]    window_plus_credit;
+  logic [CapBits-1:0]    demand_outstanding;  // lines on the demand path, not yet drained
+  logic                  spec;                // the next line is speculative
+  logic                  room;                // its path has room for it
 
   kdma_credit #(
     .CreditMode      (CreditMode),
@@ -58,14 +63,23 @@ module kdma_prefetch_ring
     .start_ptr_i     (base_line_i[RingBits-1:0]),
     .transfer_lines_i(transfer_lines_i),
     .issued_lines_i  (issued_q),
-    .credit_o        (credit_o)
+    .credit_o        (credit_o),
+    .spec_o          (spec)
   );
 
   assign window_plus_credit = SumBits'(window_i) + SumBits'(credit_o);
   assign cap_o = (window_plus_credit > SumBits'(KmemLines)) ? CapBits'(KmemLines)
                                                             : CapBits'(window_plus_credit);
 
-  assign req_valid_o    = busy_i && (issued_q != transfer_lines_i) && (outstanding_i < cap_o);
+  // A speculative line may run window + credit ahead of everything in the core;
+  // a demand line waits only for the demand lines (the window), and in the
+  // modes without a speculative path every line is a demand line counted
+  // against window + credit, as before. Every line must also fit KMem.
+  assign demand_outstanding = outstanding_i - spec_outstanding_i;
+  assign room = spec ? (outstanding_i < cap_o)
+                     : (demand_outstanding < cap_o) && (outstanding_i < CapBits'(KmemLines));
+  assign req_valid_o    = busy_i && (issued_q != transfer_lines_i) && room;
+  assign req_spec_o     = spec;
   assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0];  // wraps at 2^32 bytes
   assign issued_lines_o = issued_q;
 

@@ -27,6 +27,11 @@ module kdma_top
   // ane_kdma.profile.Profile.agg_rate_q16 computes it; nothing here hard-codes it.
   input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
   input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0]       window_i,      // demand window, lines
+  // Issue-rate governor of every core (see kdma_core): start rate, lines per
+  // step, increment per step. ramp_start_i = 0 turns it off.
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_start_i,
+  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]             ramp_step_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_inc_i,
 
   // ---- Task: one (base, size) per core; disabled cores sit out ----
   // A task may be taken while the previous one drains (same cores enabled,
@@ -63,6 +68,7 @@ module kdma_top
   logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle, core_ready;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
   logic [NumCores-1:0][LINE_BITS-1:0]      resp_data;
+  logic [NumCores-1:0][RATE_FRAC_BITS:0]   core_rate;   // each core's governed refill
   logic [NumCores-1:0]                     prev_q, cur_q;       // cores still on each task
   logic [NumCores-1:0]                     prev_d, cur_d;
   logic [31:0]                             cycles_q;
@@ -83,6 +89,11 @@ module kdma_top
       .clk_i,
       .rst_ni,
       .window_i,
+      .core_rate_i,
+      .ramp_start_i,
+      .ramp_step_i,
+      .ramp_inc_i,
+      .rate_o              (core_rate[c]),
       .start_i             (accept && core_en_i[c]),
       .base_addr_i         (base_addr_i[c]),
       .size_bytes_i        (size_bytes_i[c]),
@@ -118,7 +129,7 @@ module kdma_top
     .clk_i,
     .rst_ni,
     .latency_i,
-    .core_rate_i,
+    .core_rate_i (core_rate),
     .agg_rate_i,
     .arb_restart_i(accept),
     .req_valid_i (req_valid),

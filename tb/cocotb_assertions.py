@@ -29,6 +29,9 @@ from kdma_tb import KdmaTB, drive_task
 CREDIT_CLAMP, ISSUE_AT_CAP, KMEM_OVERFLOW, ISSUED_ABOVE, READ_BEYOND, DONE_EARLY, STRAY_TAIL = (
     range(7)
 )
+# Bits 7 (more speculative lines than lines, paged builds only) and 8 (governed
+# rate above the core rate) guard combinational lines, like bits 0 and 1: no
+# register upset reaches them; tools/mutants.py plants the edits they catch.
 NAMES = (
     "credit above clamp",
     "issue at cap",
@@ -37,6 +40,8 @@ NAMES = (
     "read beyond the end",
     "done early",
     "stray tail",
+    "more speculative lines than lines",
+    "governed rate above the core rate",
 )
 # Slow enough that KMem fills while the test looks: 40-cycle latency, wide window.
 SETTINGS = cm.Settings(latency=40, window=200, core_rate_q16=RATE_ONE, agg_rate_q16=RATE_ONE)

@@ -44,13 +44,26 @@ def _lines_task(base_line: int, lines: int) -> Task:
 
 
 def _random_settings(rng: random.Random, agg_lines: int = 16) -> cm.Settings:
-    """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle."""
+    """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle,
+    and the issue-rate governor ramping from a lower rate in half of them."""
+    rate = rng.randrange(RATE_ONE // 8, RATE_ONE + 1)
     return cm.Settings(
         latency=rng.randrange(1, 400),
         window=rng.randrange(1, 300),
-        core_rate_q16=rng.randrange(RATE_ONE // 8, RATE_ONE + 1),
+        core_rate_q16=rate,
         agg_rate_q16=rng.randrange(RATE_ONE, agg_lines * RATE_ONE),
+        **_random_ramp(rng, rate),
     )
+
+
+def _random_ramp(rng: random.Random, rate: int) -> dict[str, int]:
+    if rng.random() < 0.5 or rate < 2:
+        return {}
+    return {
+        "ramp_start_q16": rng.randrange(1, rate),
+        "ramp_step_lines": rng.randrange(1, 600),
+        "ramp_inc_q16": rng.randrange(1, RATE_ONE // 4),
+    }
 
 
 def _random_bp(rng: random.Random, top: int = 160) -> cm.Backpressure:

@@ -139,7 +139,15 @@ def drive_task(dut, tasks: Sequence[Task | None], bp: cm.Backpressure | None) ->
 
 
 #: the run-time settings kdma_tb_top has inputs for
-DRIVEN_SETTINGS = ("latency", "window", "core_rate_q16", "agg_rate_q16")
+DRIVEN_SETTINGS = (
+    "latency",
+    "window",
+    "core_rate_q16",
+    "agg_rate_q16",
+    "ramp_start_q16",
+    "ramp_step_lines",
+    "ramp_inc_q16",
+)
 
 
 def apply_settings(dut, build: Build, s: cm.Settings) -> None:
@@ -154,6 +162,9 @@ def apply_settings(dut, build: Build, s: cm.Settings) -> None:
     dut.window_i.value = s.window
     dut.core_rate_i.value = s.core_rate_q16
     dut.agg_rate_i.value = s.agg_rate_q16
+    dut.ramp_start_i.value = s.ramp_start_q16
+    dut.ramp_step_i.value = s.ramp_step_lines
+    dut.ramp_inc_i.value = s.ramp_inc_q16
 
 
 def checker_error(dut) -> str:

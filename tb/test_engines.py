@@ -1,4 +1,4 @@
-"""One contract, every engine: the RTL and the cycle model give identical counters on the real dumps.
+"""One contract, every engine: RTL and cycle model give identical counters on the real dumps.
 
 Each published M3 dump runs as the workload it describes (all 16 cores, each
 with its own base and size), whole and split in two back-to-back tasks.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ane_kdma import contract, regdump
 from ane_kdma import chip as chips
+from ane_kdma import contract, regdump
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Task, Workload
 

@@ -178,8 +178,8 @@ REGISTRY: tuple[Hypothesis, ...] = (
     ),
     Hypothesis(
         name="paged",
-        rtl_name=None,
-        encoding=None,
+        rtl_name="CreditPaged",
+        encoding=3,
         buggy=True,
         progress="paged",
         depends_on_start=False,

@@ -99,6 +99,25 @@ class Profile:
     core_rate_q16: int  # per-core line rate, Q.16 lines per cycle
     ceiling_gbps: float  # the chip's DRAM ceiling the profile was fitted with
     notes: dict[str, str] = field(default_factory=dict)
+    hypothesis: str = "signed"  # the credit reading fitted (what --variant buggy means)
+    mechanism: str = "none"  # the rate mechanism fitted (ane_kdma.mechanisms)
+    ramp_start_q16: int = 0  # the issue-rate governor (0: off)
+    ramp_step_lines: int = 1
+    ramp_inc_q16: int = 0
+    warm_lines: int = 0  # the memory warm-up
+    warm_extra_cycles: int = 0
+    task_gap_cycles: int = 0  # the per-task cost
+
+    def mechanism_inputs(self) -> dict[str, int]:
+        """The run-time inputs of the rate mechanisms, as Settings takes them."""
+        return {
+            "ramp_start_q16": self.ramp_start_q16,
+            "ramp_step_lines": self.ramp_step_lines,
+            "ramp_inc_q16": self.ramp_inc_q16,
+            "warm_lines": self.warm_lines,
+            "warm_extra_cycles": self.warm_extra_cycles,
+            "task_gap_cycles": self.task_gap_cycles,
+        }
 
     def us(self, cycles: float) -> float:
         return cycles * self.ns_per_cycle / 1000.0
@@ -119,7 +138,19 @@ class Profile:
             core_rate_q16=doc.integer("core_rate_q16", 1, RATE_ONE),
             ceiling_gbps=doc.number("ceiling_gbps", positive=True, hi=1e6),
             notes=notes,
+            hypothesis=doc.string("hypothesis", "signed"),
+            mechanism=doc.string("mechanism", "none"),
+            ramp_start_q16=_opt_int(doc, "ramp_start_q16", 0, 0, RATE_ONE),
+            ramp_step_lines=_opt_int(doc, "ramp_step_lines", 1, 1, MAX_RAMP_STEP_LINES),
+            ramp_inc_q16=_opt_int(doc, "ramp_inc_q16", 0, 0, RATE_ONE),
+            warm_lines=_opt_int(doc, "warm_lines", 0, 0, MAX_WARM_LINES),
+            warm_extra_cycles=_opt_int(doc, "warm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
+            task_gap_cycles=_opt_int(doc, "task_gap_cycles", 0, 0, MAX_TASK_GAP_CYCLES),
         )
+
+
+def _opt_int(doc: Doc, name: str, default: int, lo: int, hi: int) -> int:
+    return doc.integer(name, lo, hi) if doc.has(name) else default
 
 
 def load_profile(path: Path) -> Profile:

@@ -31,6 +31,9 @@ module kdma_tb_top #(
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]      core_rate_i,
   input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]    agg_rate_i,
   input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0] window_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_start_i,  // issue-rate governor (0: off)
+  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]    ramp_step_i,
+  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_inc_i,
 
   // ---- Task ----
   input  logic                                         start_i,
@@ -102,6 +105,9 @@ module kdma_tb_top #(
     .core_rate_i,
     .agg_rate_i,
     .window_i,
+    .ramp_start_i,
+    .ramp_step_i,
+    .ramp_inc_i,
     .start_i,
     .core_en_i,
     .base_addr_i,

@@ -253,6 +253,9 @@ class KdmaBfm:
             window=_u(d.window_i),
             core_rate_q16=_u(d.core_rate_i),
             agg_rate_q16=_u(d.agg_rate_i),
+            ramp_start_q16=_u(d.ramp_start_i),
+            ramp_step_lines=max(1, _u(d.ramp_step_i)),
+            ramp_inc_q16=_u(d.ramp_inc_i),
         )
         if fresh:
             self._run_open = True

@@ -50,6 +50,7 @@ RING_NO_WRAP = "ring: no wrap"
 BP_OFF, BP_LFSR, BP_EXT = "bp: off", "bp: lfsr", "bp: external"
 RESET_MID = "reset: mid-task"
 SPLIT = "split: back-to-back"
+GOVERNOR = "governor: request starts below the core rate"
 CORES_1, CORES_MID, CORES_16 = "cores: 1", "cores: 2..15", "cores: 16"
 MULTI_BINS = (CORES_1, CORES_MID, CORES_16)
 
@@ -84,7 +85,17 @@ def wraps_ring(base_line: int, lines: int, ring_lines: int) -> bool:
 def all_bins(k_max: int) -> list[str]:
     """Every bin; the same for every hypothesis (which of them are illegal is not)."""
     bins = [notch_bin(k, c) for k in range(k_max + 1) for c in notch_classes(k)]
-    return bins + [ZERO_CREDIT, RING_WRAP, RING_NO_WRAP, BP_OFF, BP_LFSR, BP_EXT, RESET_MID, SPLIT]
+    return bins + [
+        ZERO_CREDIT,
+        RING_WRAP,
+        RING_NO_WRAP,
+        BP_OFF,
+        BP_LFSR,
+        BP_EXT,
+        RESET_MID,
+        SPLIT,
+        GOVERNOR,
+    ]
 
 
 def illegal_bins(hyp: Hypothesis) -> list[str]:
@@ -109,6 +120,7 @@ class RunSummary:
     bp: str  # BP_OFF, BP_LFSR or BP_EXT
     zero_credit: bool  # any core saw zero credit with lines left
     reset: bool = False  # the run was cut short by a reset
+    governed: bool = False  # the issue-rate governor ramped from below the core rate
 
 
 @dataclass
@@ -153,6 +165,8 @@ class Coverage:
             hit.append(CORES_1 if run.cores == 1 else CORES_16 if run.cores == 16 else CORES_MID)
             if len(run.tasks) > 1:
                 hit.append(SPLIT)
+            if run.governed:
+                hit.append(GOVERNOR)
         if run.zero_credit:
             hit.append(ZERO_CREDIT)
         for b in hit:

@@ -273,6 +273,7 @@ class KdmaScoreboard(uvm_scoreboard):
             bp=BP_OFF if bp is None else BP_EXT if first.ext_ready else BP_LFSR,
             zero_credit=end is not None and any(end.cores[c].zero_credit_cycles for c in active),
             reset=reset,
+            governed=first.settings.ramp,
         )
 
     def _close(self) -> None:

@@ -40,11 +40,20 @@ def random_settings(rng: random.Random, kmem_lines: int, multi: bool = False) ->
     """
     latency = rng.randint(4, 48)
     window = rng.randint(max(1, (latency + 1) // 3), min(kmem_lines, 2 * (latency + 1)))
+    rate = rng.randint(RATE_ONE // 2, RATE_ONE)
+    ramp = {}
+    if rng.random() < 0.3:  # the issue-rate governor, from a lower start
+        ramp = {
+            "ramp_start_q16": rng.randint(RATE_ONE // 4, rate - 1),
+            "ramp_step_lines": rng.randint(1, 400),
+            "ramp_inc_q16": rng.randint(1, RATE_ONE // 8),
+        }
     return cm.Settings(
         latency=latency,
         window=window,
-        core_rate_q16=rng.randint(RATE_ONE // 2, RATE_ONE),
+        core_rate_q16=rate,
         agg_rate_q16=rng.randint((2 if multi else 1) * RATE_ONE, 16 * RATE_ONE),
+        **ramp,
     )
 
 
