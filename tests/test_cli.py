@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from ane_kdma.chip import data_dir
 from ane_kdma.cli import main
 from ane_kdma.contract import split_lines
 from ane_kdma.errors import InputError
+from ane_kdma.regdump import write_dump
 
 DUMPS = data_dir() / "dumps"
 
@@ -127,3 +129,184 @@ def test_bad_input_through_the_console_script(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- hardening
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run argv, expect status 2 and exactly one stderr line; return it."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ane-kdma: "), captured.err
+    assert captured.out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["predict", "--bytes-per-core", "1" * 5000], "not an integer: '111111"),
+        (["predict", "--bytes-per-core", "\u0661\u0660\u0662\u0664"], "not an integer"),
+        (["predict", "--bytes-per-core", "\uff16\uff14"], "not an integer"),
+        (["predict", "--bytes-per-core", "64", "--split", "1" * 41], "not an integer"),
+        (["erratum", "--laps", "5000"], "--laps 5000: at most 4095 laps fit the 32-bit size"),
+        (["erratum", "--laps", "300"], "--laps 300: at most 255"),
+        (["sweep", "--d-max", "1099511627776"], "--d-max 1099511627776: at most 4294967295"),
+        (["sweep", "--n", "1" + "0" * 39], "--n 1000000000000000000000000000000000000000: at most"),
+        (["sweep", "--d-max", "4294967295"], "points is too many (at most 100000)"),
+        (["dump", "--d", "2048", "--n", "4096", "--out", "/dev/null"], "a character device"),
+        (["replay", "/dev/zero"], "/dev/zero: a character device, not a regular file"),
+        (["replay", "no\nsuch"], "no such file: no\\x0asuch"),
+        (["replay", "bad\udcffname"], "no such file: bad\\xffname"),
+    ],
+)
+def test_bad_arguments_end_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [*argv, "--out", str(tmp_path / "o")] if argv[0] == "sweep" else argv
+    assert message in _one_line_error(capsys, argv)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dump", "--d", "0x800", "--n", "4_096"],
+        ["dump", "--d", "0o4000", "--n", "0b1000000000000"],
+        ["predict", "--bytes-per-core", "0x10_0000", "--engine", "analytic"],
+        ["predict", "--bytes-per-core", "1_048_576", "--engine", "analytic"],
+        ["erratum", "--laps", "0x2", "--cores", "0b1", "--engine", "analytic"],
+    ],
+)
+def test_integer_spellings_are_the_same_on_every_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 0
+    assert capsys.readouterr().err == ""
+
+
+PROFILE_EDITS = [
+    ('"window_lines": 107', '"window_lines": 107.5', "window_lines: must be a whole number"),
+    ('"latency_cycles": 738', '"latency_cycles": "738"', "latency_cycles: must be a whole number"),
+    ('"overhead_us": 73.889', '"overhead_us": NaN', "NaN is not a JSON number"),
+    ('"overhead_us": 73.889', '"overhead_us": -1', "overhead_us: -1 is below 0.0"),
+    ('"overhead_us": 73.889', '"overhead_us": 1e999', "overhead_us: must be finite"),
+    ('"window_lines": 107', '"window_lines": ' + "9" * 50, "has more than 40 digits"),
+    ('"window_lines": 107', '"window_lines": 107, "window_lines": 108', "given twice"),
+    ('"window_lines": 107', '"window_lines": ' + "[" * 100_000 + "]" * 100_000, "nested too"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), PROFILE_EDITS)
+def test_bad_profiles_end_in_one_line(
+    old: str, new: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (data_dir() / "chips" / "m3" / "profile.json").read_text()
+    assert old in text
+    bad = tmp_path / "p.json"
+    bad.write_text(text.replace(old, new))
+    argv = ["predict", "--bytes-per-core", "64", "--engine", "analytic", "--profile", str(bad)]
+    assert message in _one_line_error(capsys, argv)
+
+
+def test_replay_warns_on_stderr_and_in_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A merely unusual dump (3 cores, no bases) is replayed, its warnings shown, no figure."""
+    dump = tmp_path / "three.txt"
+    dump.write_text("".join(f"TD+0x{0xB4 + 4 * i:03x} 0x00100000\n" for i in range(3)))
+    doc = _json(capsys, ["replay", str(dump), "--engine", "analytic", "--json"])
+    row = doc["dumps"][0]
+    assert row["cores"] == 3 and row["measured_gbps"] is None
+    assert row["warnings"][0].startswith("cores 3-15: no size, base or enable bit")
+    assert main(["replay", str(dump), "--engine", "analytic"]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.out
+    assert captured.err.splitlines() == [f"ane-kdma: warning: {dump}: {w}" for w in row["warnings"]]
+
+
+def test_replay_shows_the_measured_figure_only_for_its_geometry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = _json(
+        capsys, ["replay", str(DUMPS / "m3_n4096_d2048.zin"), "--engine", "analytic", "--json"]
+    )
+    assert doc["dumps"][0]["measured_gbps"] == 16.93 and doc["dumps"][0]["cores"] == 16
+
+
+def _cli(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    """The real entry point in a subprocess, bounded in time."""
+    return subprocess.run(
+        [sys.executable, "-m", "ane_kdma.cli", *argv],
+        capture_output=kw.pop("capture", True),
+        text=True,
+        timeout=120,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_a_full_disk_on_stdout_is_one_line() -> None:
+    with open("/dev/full", "w") as full:
+        proc = _cli(
+            "predict", "--bytes-per-core", "1048576", "--engine", "analytic",
+            stdout=full, stderr=subprocess.PIPE, capture=False,
+        )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == "ane-kdma: cannot write to standard output: No space left on device\n"
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ane_kdma.cli", "predict", "--bytes-per-core", "1048576"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away before the first write, as `| head -c 1` can
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == b""
+
+
+def test_a_closed_stdout_is_one_line_and_the_file_is_whole(tmp_path: Path) -> None:
+    out = tmp_path / "td.txt"
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "ane_kdma.cli"]
+        + ["dump", "--d", "2048", "--n", "4096", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == "ane-kdma: cannot write to standard output: it is closed\n"
+    assert out.read_bytes() == write_dump(2048, 4096, "text")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["td.txt"]
+
+
+def test_reproducers_from_the_console_script(tmp_path: Path) -> None:
+    """The issue's reproducers, end to end: one line, status 2, no traceback, in bounded time."""
+    (tmp_path / "a.zin").write_text("aneRegs.Common.Cin.Cin = " + "1" * 4301 + "\n")
+    (tmp_path / "b.zin").write_text("aneRegs.Common.Cin.Cin = \u00b2\n")
+    big = "".join(f"TD+0x{0xB4 + 4 * i:03x} 0xFFFFFFC0\n" for i in range(16))
+    (tmp_path / "big.txt").write_text(big)
+    (tmp_path / "dups.txt").write_text("TD+0x0b4 0x00100000\n" * 52_000)  # under the 1 MiB cap
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [
+        (["replay", "a.zin"], 2, "is wider than 32 bits"),
+        (["replay", "b.zin"], 2, "non-ASCII character"),
+        (["replay", "fifo"], 2, "a FIFO (named pipe), not a regular file"),
+        (["replay", "/dev/urandom"], 2, "a character device"),
+        (["replay", "big.txt", "--engine", "analytic"], 0, ""),
+        (["replay", "dups.txt", "--engine", "analytic", "--json"], 0, "1 of 16 cores stream"),
+    ]
+    for argv, status, message in cases:
+        proc = _cli(*argv, cwd=tmp_path)
+        assert proc.returncode == status, (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr and message in proc.stderr, (argv, proc.stderr)
+        if status == 2:
+            assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.zin", "b.zin", "big.txt", "dups.txt", "fifo"
+    ]  # fmt: skip

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import os
+import re
 import shutil
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,7 @@ from ane_kdma.regdump import (
     task_from_dump,
     write_dump,
 )
+from ane_kdma.regdump.parsers import MAX_DUMP_BYTES
 
 BAD_DIR = Path(__file__).parent / "bad_dumps"
 PUBLISHED = (2044, 2048, 2052)
@@ -322,28 +326,105 @@ def test_zin_without_header_is_still_zin() -> None:
 # --------------------------------------------------------------------------- enable rule
 
 
-def test_en_bit_decides_when_config_is_known() -> None:
+def _zin_cores(en: dict[int, int], size: int, bases: bool = False) -> str:
+    """A Zin dump giving every core's En bit, with `size` on enabled cores and 0 on the others."""
     zin = "// ZinIrRegBitPrintOutDebug_7u_\n"
     for i in range(16):
-        zin += f"aneRegs.KernelDMASrc.CoeffDMAConfig[{i}].En = {1 if i < 2 else 0}\n"
-        zin += f"aneRegs.KernelDMASrc.CoeffBfrSize[{i}].MemBfrSize = 1048576\n"
-    task = task_from_dump(parse_text(zin))
+        on = en.get(i, 0)
+        zin += f"aneRegs.KernelDMASrc.CoeffDMAConfig[{i}].En = {on}\n"
+        zin += f"aneRegs.KernelDMASrc.CoeffBfrSize[{i}].MemBfrSize = {size if on else 0}\n"
+        if bases:
+            zin += f"aneRegs.KernelDMASrc.CoeffBaseAddr[{i}].Addr = {i * size}\n"
+    return zin
+
+
+def test_en_bit_decides_when_config_is_known() -> None:
+    task = task_from_dump(parse_text(_zin_cores({0: 1, 1: 1}, 0x100000)))
     assert task.cores == (
         CoreTransfer(0, None, 0x100000, "En"),
         CoreTransfer(1, None, 0x100000, "En"),
     )
+    assert task.warnings == (no_bases("cores 0-1"),)  # cores 2-15 plainly off: no warning
 
 
-def test_unknown_config_falls_back_to_size_per_core() -> None:
-    text = "TD+0x034 0x00000001\n" + sizes_text(0x100000, range(3)) + "TD+0x0c0 0x00000000\n"
+def test_a_size_without_its_enable_is_refused() -> None:
+    """A flipped En bit must not turn a 16-core task into a smaller one."""
+    zin = _zin_cores(dict.fromkeys(range(16), 1), 0x100000).replace(
+        "CoeffDMAConfig[7].En = 1", "CoeffDMAConfig[7].En = 0"
+    )
+    with pytest.raises(InputError, match=r"core 7 has a size .* but is not enabled \(Coeff"):
+        task_from_dump(parse_text(zin))
+    partial = "TD+0x034 0x00000001\n" + sizes_text(0x100000, range(3))
+    with pytest.raises(
+        InputError,
+        match=r"core 1 has a size .* its enable bit \(CoeffDMAConfig\[1\]\.En\) is not in the "
+        r"dump, while core 0's is",
+    ):
+        task_from_dump(parse_text(partial))
+
+
+def test_without_enable_bits_the_size_decides() -> None:
+    text = sizes_text(0x100000, range(3)) + "TD+0x0c0 0x00000000\n"
     task = task_from_dump(parse_text(text))
-    assert [(c.core, c.enabled_by) for c in task.cores] == [(0, "En"), (1, "size"), (2, "size")]
+    assert [(c.core, c.enabled_by) for c in task.cores] == [(0, "size"), (1, "size"), (2, "size")]
+    assert task.warnings == (
+        "core 3: size 0 and no enable bit in the dump: replayed as off (3 of 16 cores stream)",
+        "cores 4-15: no size, base or enable bit in the dump: replayed as off "
+        "(3 of 16 cores stream)",
+        no_bases("cores 0-2"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # a core missing from the middle: its size line gone, or 0 (one flipped bit of 0x100000)
+        (("TD+0x0d0 0x00100000", ""), "core 7 is missing from the middle of the task: its size "),
+        (("TD+0x0d0 0x00100000", "TD+0x0d0 0x00000000"), "core 7 is missing from the middle"),
+        # the last core's size 0 while its base says it streams
+        (("TD+0x0f0 0x00100000", "TD+0x0f0 0x00000000"), "core 15 has a base (CoeffBaseAddr[15]"),
+    ],
+)
+def test_a_core_missing_from_the_task_is_refused(edit: tuple[str, str], message: str) -> None:
+    text = published(2048, "text").read_text().replace(*edit)
+    with pytest.raises(InputError) as exc:
+        task_from_dump(parse_text(text))
+    assert message in str(exc.value)
+
+
+@pytest.mark.parametrize("fmt", ["text", "zin"])
+def test_a_dump_cut_after_its_first_size_is_refused(fmt: str) -> None:
+    """The reproducer: a cut dump once replayed silently as 1 core (1.06 GB/s)."""
+    lines = published(2048, fmt).read_text().splitlines(keepends=True)
+    first = next(i for i, ln in enumerate(lines) if "CoeffBfrSize[0]" in ln)
+    with pytest.raises(InputError, match="core 1 has a base .* a base without its size"):
+        task_from_dump(parse_text("".join(lines[: first + 1])))
+
+
+@pytest.mark.parametrize("fmt", ["text", "zin"])
+def test_every_line_prefix_is_the_whole_task_or_refused(fmt: str) -> None:
+    lines = published(2048, fmt).read_text().splitlines(keepends=True)
+    last_size = max(i for i, ln in enumerate(lines) if "CoeffBfrSize[15]" in ln)
+    whole = []
+    for n in range(1, len(lines) + 1):
+        try:
+            task = task_from_dump(parse_text("".join(lines[:n])))
+        except InputError:
+            continue
+        assert task.enabled_cores == tuple(range(16)), n
+        assert task.bytes_per_core == 0x100000
+        whole.append(n)
+    assert whole == list(range(last_size + 1, len(lines) + 1))
 
 
 def test_binary_with_config_words_is_authoritative() -> None:
     raw = bytearray(write_dump(2048, 4096, "bin"))
     struct.pack_into("<I", raw, 0x034, 1)
     struct.pack_into("<I", raw, 0x038, 0x10000001)
+    with pytest.raises(InputError, match="core 2 has a size .* a size without its enable"):
+        task_from_dump(parse_dump(bytes(raw)))  # a flipped En bit: not a 2-core task
+    for i in range(2, 16):
+        struct.pack_into("<I", raw, 0x0B4 + 4 * i, 0)
     task = task_from_dump(parse_dump(bytes(raw)))
     assert task.enabled_cores == (0, 1)
     assert task.cores[1] == CoreTransfer(1, 0x100000, 0x100000, "En")
@@ -610,12 +691,11 @@ def test_given_bases_are_kept_and_only_missing_ones_assumed() -> None:
 
 
 def test_disabled_cores_sit_out_at_their_index() -> None:
-    zin = "// ZinIrRegBitPrintOutDebug_7u_\n"
-    for i in range(16):
-        zin += f"aneRegs.KernelDMASrc.CoeffDMAConfig[{i}].En = {1 if i in (1, 5) else 0}\n"
-        zin += f"aneRegs.KernelDMASrc.CoeffBfrSize[{i}].MemBfrSize = 1048576\n"
-        zin += f"aneRegs.KernelDMASrc.CoeffBaseAddr[{i}].Addr = {i * 1048576}\n"
-    load = task_from_dump(parse_text(zin)).to_workload(chips.load())
+    task = task_from_dump(parse_text(_zin_cores({1: 1, 5: 1}, 0x100000, bases=True)))
+    assert task.warnings == (
+        "cores 2-4 sit out (CoeffDMAConfig En = 0) between enabled cores 1 and 5",
+    )
+    load = task.to_workload(chips.load())
     assert load.enabled == [1, 5]
     assert load.cores[5] == (Task(0x500000, 0x100000),)
     assert sum(seq is None for seq in load.cores) == 14
@@ -740,3 +820,126 @@ def test_cli_dump_takes_the_chip_layout(tmp_path: Path, capsys: pytest.CaptureFi
     assert out.read_bytes() == write_dump(2048, 4096, "bin", synthetic_chip())
     with pytest.raises(InputError, match="N must be a multiple of 8"):
         _cli(["dump", "--chip", str(folder), "--d", "2048", "--n", "4100"])
+
+
+# --------------------------------------------------------------------------- as users write them
+
+
+def _variants(text: str) -> dict[str, bytes]:
+    """One dump spelt the ways editors, shells and terminals write it."""
+    return {
+        "crlf": text.replace("\n", "\r\n").encode(),
+        "cr": text.replace("\n", "\r").encode(),
+        "bom": b"\xef\xbb\xbf" + text.encode(),
+        "tabs and trailing spaces": text.replace(" ", "\t").replace("\n", "  \t\n").encode(),
+        "no final newline": text.rstrip("\n").encode(),
+        "utf-16 with bom": text.replace("\n", "\r\n").encode("utf-16"),
+        "utf-16-be with bom": b"\xfe\xff" + text.encode("utf-16-be"),
+        "utf-16-le without bom": text.encode("utf-16-le"),
+        "latin-1 comment": ("# caf\xe9, cr\xe8me br\xfbl\xe9e\n" + text).encode("latin-1"),
+        "ansi colours": ("\x1b[1;31m// colour\x1b[0m\n" + text)
+        .replace("aneRegs.Common", "\x1b[32maneRegs.Common")
+        .replace("TD+0x134", "\x1b[32mTD+0x134\x1b[0m")
+        .encode(),
+    }
+
+
+@pytest.mark.parametrize("fmt", ["text", "zin"])
+def test_files_as_users_write_them_are_read(fmt: str) -> None:
+    want = load_task(published(2052, fmt), cout=4096)
+    for name, data in _variants(published(2052, fmt).read_text()).items():
+        got = task_from_dump(parse_dump(data, name), cout=4096)
+        assert got == want, name
+        assert got.warnings == (), name
+
+
+def test_odd_characters_in_register_lines_are_named() -> None:
+    text = published(2048, "text").read_text().replace("TD+0x134", "TD+0x134\xe9")
+    with pytest.raises(InputError, match=r"line 37: non-ASCII character 'é' \(U\+00E9\)") as exc:
+        parse_dump(text.encode("latin-1"))
+    assert "the file is not UTF-8 (read as Latin-1)" in str(exc.value)
+    with pytest.raises(InputError, match=r"line 2: control character '\\x00'"):
+        parse_dump(b"TD+0x0b4 0x00100000\nTD+0x0b8\x00 0x00100000\n")
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, message in [
+        (fifo, "a FIFO (named pipe), not a regular file: cannot be a dump file"),
+        (Path("/dev/zero"), "a character device, not a regular file"),
+        (tmp_path, "is a directory, not a dump file"),
+    ]:
+        with pytest.raises(InputError, match=re.escape(f"{path}: {message}")):
+            read_dump(path)
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"#" * (MAX_DUMP_BYTES + 1))
+    with pytest.raises(InputError, match="1048577 bytes is too large for a dump file"):
+        read_dump(big)
+    link = tmp_path / "link.txt"
+    link.symlink_to(published(2048, "text"))
+    assert load_task(link) == load_task(published(2048, "text"))
+
+
+def test_stdin_is_read_for_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = published(2044, "bin").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
+    dump = read_dump("-")
+    assert dump.source == "<stdin>" and dump.fmt == "bin"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"#" * (MAX_DUMP_BYTES + 1))))
+    with pytest.raises(InputError, match="standard input: more than 1048576 bytes"):
+        read_dump("-")
+
+
+def test_repeated_lines_cost_one_comparison_each() -> None:
+    """20,000 copies once took minutes (pairwise); the origin list stays one entry per word."""
+    dump = parse_text("TD+0x0b4 0x00100000\n" * 20_000)
+    assert dump.words == {0x0B4: 0x00100000}
+    with pytest.raises(InputError, match=r"line 20001: offset 0x0b4 given twice .* on line 1,"):
+        parse_text("TD+0x0b4 0x00100000\n" * 20_000 + "TD+0x0b4 0x00100040\n")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[3].CacheHint",
+        "aneRegs.KernelDMASrc.CoeffDMAConfig[3].CrH",
+        "aneRegs.KernelDMASrc.Spare[0].Spare",
+        "aneRegs.Common.Cout.Cout",
+        "aneRegs.Common.Win.Win",
+        "aneRegs.Common.InDim.Win",
+        "aneRegs.L2.SourceChannelStride.Stride",
+        "aneRegs.L2.SourceBase.Addr",
+        "aneRegs.L2.ResultCfg.ResultType",
+        "aneRegs.TileDMASrc.Src1RowStride.Stride",
+        "aneTD.Header[0].TID",
+        "aneTD.Header[3].NextPointer",
+    ],
+)
+def test_other_apple_fields_are_kept_not_taken_for_slips(name: str) -> None:
+    zin = published(2048, "zin").read_text() + f"{name} = 7\n"
+    dump = parse_text(zin)
+    assert dump.unknown_fields() == {name: 7}
+    assert task_from_dump(dump) == load_task(published(2048, "zin"))
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("aneRegs.KernelDMASrc.CoeffBfrSize[4].MemBfrSiz", "CoeffBfrSize[4].MemBfrSize"),
+        ("aneRegs.KernelDMASrc.CoefBfrSize[4].MemBfrSize", "CoeffBfrSize[4].MemBfrSize"),
+        ("aneRegs.KernelDMASrc.CoeffBfrSize[4].memBfrSize", "CoeffBfrSize[4].MemBfrSize"),
+        ("aneRegs.KernelDMASrc.CoeffBfrSize[4]MemBfrSize", "CoeffBfrSize[4].MemBfrSize"),
+        ("aneRegs.KernelDMASrc.CoeffBaseAdrr[4].Addr", "CoeffBaseAddr[4].Addr"),
+        ("aneRegs.KernelDMASrc.CoeffDMAConfig[4].EN", "CoeffDMAConfig[4].En"),
+        ("aneRegs.KernelDMASrc.CoeffBfrSize[q].MemBfrSize", "CoeffBfrSize[i].MemBfrSize"),
+        ("anRegs.Common.Cin.Cin", "aneRegs.Common.Cin.Cin"),
+        ("aneRegs.Common.Cin.Cn", "aneRegs.Common.Cin.Cin"),
+    ],
+)
+def test_a_slip_in_a_field_name_is_refused(name: str, meant: str) -> None:
+    zin = published(2048, "zin").read_text() + f"{name} = 1048576\n"
+    with pytest.raises(
+        InputError, match=rf"line 42: unknown field .*did you mean .*{re.escape(meant)}"
+    ):
+        parse_text(zin)

@@ -249,6 +249,15 @@ class Measurements:
                 known.setdefault(int(b), float(self.geo.aggregate_gbps(b, us)))
         return known.get(bytes_per_core)
 
+    def known_gbps_for(self, bytes_per_core: int, cores: int) -> float | None:
+        """The measured GB/s of a task with this geometry: this per-core size on this many cores.
+
+        Every figure here was measured with all of the chip's cores streaming,
+        so a task on fewer cores has no measurement to stand beside, whatever
+        its per-core size.
+        """
+        return self.known_gbps(bytes_per_core) if cores == self.geo.cores else None
+
 
 # ---------------------------------------------------------------- reading
 

@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import read_input
 
 MAX_DATA_BYTES = 4 << 20  # a data file is a few kB; anything this large is not one
+MAX_DIGITS = 40  # as the CLI's integers: 2^128 has 39 digits
+MAX_NUMBER_CHARS = 64  # a float with more characters than this is not a measured figure
 _HEX = re.compile(r"0x[0-9a-fA-F]{1,16}")
 
 
@@ -30,19 +33,21 @@ class Doc:
 
     @classmethod
     def load(cls, path: Path, what: str = "data file") -> Doc:
+        raw = read_input(path, MAX_DATA_BYTES, what, missing=f"{what} missing: {path}")
         try:
-            if not path.is_file():
-                raise InputError(f"{what} missing: {path}")
-            size = path.stat().st_size
-            if size > MAX_DATA_BYTES:
-                raise InputError(f"{path}: {size} bytes is too large for a {what}")
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not UTF-8 text") from None
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
         try:
-            data = json.loads(text, parse_constant=_no_constant)
+            data = json.loads(
+                text,
+                parse_constant=_no_constant,
+                parse_int=_bounded_int,
+                parse_float=_bounded_float,
+                object_pairs_hook=_unique_keys,
+            )
+        except RecursionError:
+            raise InputError(f"{path}: not valid JSON (nested too deeply)") from None
         except ValueError as exc:
             raise InputError(f"{path}: not valid JSON ({str(exc).splitlines()[0]})") from None
         doc = cls(data, "", str(path))
@@ -167,3 +172,26 @@ def _kind(value: Any) -> str:
 
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _bounded_int(text: str) -> int:
+    """JSON integers of a sane length: no figure or setting needs more than MAX_DIGITS."""
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"the number {text[:12]}... has more than {MAX_DIGITS} digits")
+    return int(text)
+
+
+def _bounded_float(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"the number {text[:12]}... is longer than {MAX_NUMBER_CHARS} characters")
+    return float(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different: a repeated key would silently drop a value."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key[:40]!r} given twice in one object")
+        out[key] = value
+    return out

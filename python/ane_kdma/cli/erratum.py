@@ -11,7 +11,7 @@ from ane_kdma.cli import common
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 
-MAX_LAPS = 255  # 255 x 1 MiB is the largest lap count a 32-bit size register holds
+MAX_LAPS = 255  # a bound on the work: the model's cost grows with k^2 (k = 1..LAPS, k laps each)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,9 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     lb = chip.line_bytes
-    max_laps = ((1 << 32) - 1) // (chip.ring_lines * lb)
-    if args.laps > max_laps:
-        raise InputError(f"--laps {args.laps}: at most {max_laps} laps fit the 32-bit size")
+    fit = ((1 << 32) - 1) // (chip.ring_lines * lb)
+    if args.laps > fit:
+        raise InputError(f"--laps {args.laps}: at most {fit} laps fit the 32-bit size")
+    common.check_at_most(args.laps, MAX_LAPS, "--laps", "the cost grows with the square of it")
     if args.cores > chip.cores:
         raise InputError(f"--cores {args.cores}: chip {chip.name} has {chip.cores}")
     laps = list(range(1, args.laps + 1))

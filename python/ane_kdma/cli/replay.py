@@ -12,8 +12,18 @@ from ane_kdma.hw import lap_and_offset
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("replay", help="run register dumps on every hypothesis, buggy and fixed")
-    sp.add_argument("dumps", nargs="+")
+    sp = sub.add_parser(
+        "replay",
+        help="run register dumps on every hypothesis, buggy and fixed",
+        description=(
+            "Replay each dump (text, Zin or binary; - reads standard input) as the task it "
+            "describes, every enabled core with its own base and size. A dump that does not "
+            "form one consistent task is refused; an unusual one is replayed with its "
+            "warnings on stderr (and in --json). A measured figure is shown only for a dump "
+            "with the measurement's per-core size and core count."
+        ),
+    )
+    sp.add_argument("dumps", nargs="+", metavar="DUMP")
     common.add_common(sp)
     sp.set_defaults(func=run)
 
@@ -21,12 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     meas = chip.measured
+    tasks = [regdump.load_task(path, chip=chip) for path in args.dumps]
+    loads = [task.to_workload(chip) for task in tasks]  # every dump checked before any runs
     rows = []
-    for path in args.dumps:
-        task = regdump.load_task(path, chip=chip)
-        load = task.to_workload(chip)
+    for path, task, load in zip(args.dumps, tasks, loads, strict=True):
         lines = task.lines_per_core
         k, x = lap_and_offset(lines, chip.ring_lines)
+        cores = len(task.enabled_cores)
         row: dict[str, object] = {
             "dump": str(path),
             "cin": task.cin,
@@ -34,10 +45,8 @@ def run(args: argparse.Namespace) -> int:
             "lines_per_core": lines,
             "k": k,
             "x": x,
-            "cores": len(task.enabled_cores),
-            "measured_gbps": meas.known_gbps(task.bytes_per_core)
-            if len(task.enabled_cores) == chip.cores
-            else None,
+            "cores": cores,
+            "measured_gbps": meas.known_gbps_for(task.bytes_per_core, cores),
         }
         for h in hyps.registry():
             res = contract.run(args.engine, h, chip, load)
@@ -45,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
             row[f"{h.name}_gbps"] = round(res.gbps, 2)
         row["warnings"] = list(task.warnings)
         rows.append(row)
+    for r in rows:
+        for w in r["warnings"]:
+            common.warn(f"{r['dump']}: {w}")
     if args.json:
         print(json.dumps({"engine": args.engine, "profile": chip.profile.name, "dumps": rows}))
         return 0
@@ -58,9 +70,6 @@ def run(args: argparse.Namespace) -> int:
         + (f"; measured: {', '.join(sources)}" if sources else "")
     )
     common.print_table(shown, keys)
-    for r in rows:
-        for w in r["warnings"]:
-            print(f"warning: {r['dump']}: {w}")
     return 0
 
 

@@ -8,6 +8,10 @@ from pathlib import Path
 
 from ane_kdma import sweep as sw_mod
 from ane_kdma.cli import common
+from ane_kdma.fileio import check_dir_target
+from ane_kdma.hw import ADDR_BITS
+
+MAX_ARG = (1 << ADDR_BITS) - 1  # D and N past this give no 32-bit core size
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for option, value in (
+        ("--d-min", args.d_min),
+        ("--d-max", args.d_max),
+        ("--d-step", args.d_step),
+        ("--n", args.n),
+    ):
+        common.check_at_most(value, MAX_ARG, option, "no larger value gives a 32-bit core size")
+    check_dir_target(Path(args.out))  # before the work, not after
     chip = common.load_chip(args)
     sw = sw_mod.compute_sweep(chip, args.d_min, args.d_max, args.d_step, args.n, args.engine)
     sp = sw_mod.spectrum(sw, chip)

@@ -24,30 +24,52 @@ Three formats, told apart by content, never by file name:
 * ``zin``: Apple's ``ZinIrRegBitPrintOutDebug`` printout, ``name = decimal``
   lines after the layout's header (``// ZinIrRegBitPrintOutDebug_7u_``). A
   line such as ``CoeffDMAConfig[3].En = 1`` gives only bit 0 of its word.
-  The other bits stay unknown.
+  The other bits stay unknown. A name the layout does not know is kept as an
+  extra, unless it is a slip of a known one (one edit away, another case or
+  punctuation, or a core the chip lacks): that is refused, since as an extra
+  it would silently drop a core or a size.
 
-Rules for building a task (documented here because replay depends on them):
+Reading (bounded, so any file is answered in linear time): only a regular
+file, or standard input for ``-``, of at most 1 MiB. Text is UTF-8 (a
+byte-order mark is fine), UTF-16 (what a Windows shell writes) or, failing
+both, read as Latin-1 so that a comment in a legacy encoding is no error;
+ANSI colour codes are dropped; CRLF, CR, tabs and a missing final newline are
+fine. Register lines are ASCII: a number is ASCII digits of bounded length
+(longer is refused as wider than any register), never ``²`` or ``٢``.
 
-* A core is enabled when its ``CoeffDMAConfig.En`` bit is 1. If that bit is
-  unknown (the published dumps leave the config words out), the core is
-  enabled when its size is known and non-zero, so a zero size there just
-  means the core is off. In a binary, an all-zero config block (every core's
-  word) is read as "not captured" rather than "every core off". A TD that
-  turns every core off has nothing to stream, so such a block only occurs
-  where the capture left the config words out. For the same reason, a zero
-  stream word in a binary raises no warning.
+Rules for building a task (documented here because replay depends on them).
+The enabled cores, their sizes and their bases must form one task: a dump
+cut short, or hit by one flipped bit, is refused rather than replayed as a
+smaller task.
+
+* A core is enabled when its ``CoeffDMAConfig.En`` bit is 1. Where the dump
+  gives no En bit at all (the published dumps leave the config words out), a
+  core is enabled when its size is known and non-zero. In a binary, an
+  all-zero config block (every core's word) is read as "not captured" rather
+  than "every core off": a TD that turns every core off has nothing to
+  stream, so such a block only occurs where the capture left the config
+  words out. For the same reason, a zero stream word in a binary raises no
+  warning.
 * Hard errors (:class:`~ane_kdma.errors.InputError`): no core sizes; an
-  enabled core with its size unknown or 0; every size 0; a size that is not
-  whole lines (the kernel DMA moves whole lines and the model replays whole
-  lines, so a ragged size cannot be replayed exactly); enabled cores whose
-  sizes disagree; and ``Cin x Cout x 2 / cores`` not equal to the core size
-  when the caller passes Cout.
-* Soft warnings (listed in ``DumpTask.warnings``): core bases that do not step
-  by the core size; an enabled core whose base the dump leaves out (a replay
-  then takes the TD convention core i base = i x size); an L2 stride other
-  than ``stride_per_cin x Cin``; a stride mirror that differs from the
-  stride; a stream word other than the layout's. The transfers are still well
-  defined in each of these cases.
+  enabled core with its size unknown or 0 (an enable without its size); a
+  non-zero size with En = 0, or with its En left out where other cores' are
+  given (a size without its enable); where no En bit says which cores are
+  off, a core before or between streaming ones whose size is 0 or left out
+  (a core missing from the task), or a non-streaming core with a base (a base
+  without its size); every size 0; a size that is not whole lines (the kernel
+  DMA moves whole lines and the model replays whole lines, so a ragged size
+  cannot be replayed exactly); enabled cores whose sizes disagree; and ``Cin
+  x Cout x 2 / cores`` not equal to the core size when the caller passes
+  Cout.
+* Soft warnings (listed in ``DumpTask.warnings``; replay prints them): cores
+  the dump plainly turns off (En = 0) between enabled ones; cores after the
+  last streaming one with size 0, or that the dump says nothing about (fewer
+  cores than the chip's stream); core bases that do not step by the core
+  size; an enabled core whose base the dump leaves out (a replay then takes
+  the TD convention core i base = i x size); an L2 stride other than
+  ``stride_per_cin x Cin``; a stride mirror that differs from the stride; a
+  stream word other than the layout's. The transfers are still well defined
+  in each of these cases.
 """
 
 from __future__ import annotations

@@ -138,29 +138,43 @@ def _check_cout(cout: int | None) -> None:
         raise InputError(f"Cout must be a positive integer, got {cout!r}")
 
 
-def _enabled(dump: Dump, sizes: list[int | None]) -> list[tuple[int, str]]:
-    """(core, rule) for every enabled core; InputError where the dump contradicts itself."""
-    src, td, cores = dump.source, dump.chip.td, dump.chip.cores
-    en = [dump.get(EN.format(i)) for i in range(cores)]
+def _enables(dump: Dump) -> list[int | None]:
+    """Each core's En bit, None where unknown."""
+    td, cores = dump.chip.td, dump.chip.cores
     if dump.fmt == "bin" and all(
         dump.words.get(td.coeff_dma_config + 4 * i, 0) == 0 for i in range(cores)
     ):
-        en = [None] * cores  # all-zero config block in a binary: not captured (package doc)
+        return [None] * cores  # all-zero config block in a binary: not captured (package doc)
+    return [dump.get(EN.format(i)) for i in range(cores)]
+
+
+def _size_at(dump: Dump, core: int) -> str:
+    return f"CoeffBfrSize[{core}] at 0x{dump.chip.td.coeff_size + 4 * core:03x}"
+
+
+def _enabled(dump: Dump, en: list[int | None], sizes: list[int | None]) -> list[tuple[int, str]]:
+    """(core, rule) for every enabled core; InputError where enables and sizes disagree.
+
+    An enable without its size, or a size without its enable (En = 0, or En
+    left out where other cores' are given), is what a cut or a flipped bit
+    leaves, so it is refused rather than replayed as a smaller task.
+    """
+    src, cores = dump.source, dump.chip.cores
+
     enabled: list[tuple[int, str]] = []
     for i in range(cores):
-        size_at = f"CoeffBfrSize[{i}] at 0x{td.coeff_size + 4 * i:03x}"
         if en[i] == 1:
             if sizes[i] is None:
                 raise fail(
                     src,
                     f"core {i} is enabled (CoeffDMAConfig[{i}].En = 1) but its size "
-                    f"({size_at}) is not in the dump",
+                    f"({_size_at(dump, i)}) is not in the dump",
                 )
             if sizes[i] == 0:
                 raise fail(
                     src,
                     f"zero size: core {i} is enabled (CoeffDMAConfig[{i}].En = 1) "
-                    f"but its size ({size_at}) is 0",
+                    f"but its size ({_size_at(dump, i)}) is 0",
                 )
             enabled.append((i, "En"))
         elif en[i] is None and sizes[i]:
@@ -171,7 +185,85 @@ def _enabled(dump: Dump, sizes: list[int | None]) -> list[tuple[int, str]]:
         raise fail(
             src, "no enabled core: every core with a non-zero size has CoeffDMAConfig En = 0"
         )
+
+    with_en = [i for i in range(cores) if en[i] is not None]
+    for i in range(cores):
+        if en[i] == 0 and sizes[i]:
+            raise fail(
+                src,
+                f"core {i} has a size ({_size_at(dump, i)} = 0x{sizes[i]:08x}) but is not enabled "
+                f"(CoeffDMAConfig[{i}].En = 0): a size without its enable",
+            )
+        if en[i] is None and sizes[i] and with_en:
+            raise fail(
+                src,
+                f"core {i} has a size ({_size_at(dump, i)} = 0x{sizes[i]:08x}) but its enable bit "
+                f"(CoeffDMAConfig[{i}].En) is not in the dump, while core {with_en[0]}'s is",
+            )
     return enabled
+
+
+def _coverage(
+    dump: Dump,
+    on: list[int],
+    en: list[int | None],
+    sizes: list[int | None],
+    bases: list[int | None],
+) -> list[str]:
+    """Warnings for the cores that do not stream; InputError where one should.
+
+    A core missing before or between enabled ones, or a base for a core whose
+    size is left out or 0, does not form one task with the rest unless an En
+    bit says the core is off. Cores the dump plainly turns off, or says
+    nothing about beyond the enabled ones, are merely unusual: a warning.
+    """
+    src, cores = dump.source, dump.chip.cores
+
+    first, last = on[0], on[-1]
+    sits_out, left_out, zero_size = [], [], []
+    for i in sorted(set(range(cores)) - set(on)):
+        if en[i] == 0:
+            if first < i < last:
+                sits_out.append(i)  # turned off in plain words, between enabled cores
+            continue
+        if i < last:  # no En bit: the cores that stream are the first ones, without a gap
+            what = "is 0" if sizes[i] == 0 else f"({_size_at(dump, i)}) is not in the dump"
+            where = "middle" if i > first else "start"
+            raise fail(
+                src,
+                f"core {i} is missing from the {where} of the task: its size {what}, but "
+                f"cores {core_list(on)} stream and no CoeffDMAConfig[{i}].En says it is off",
+            )
+        base = bases[i]
+        if base is not None and (sizes[i] is None or base != 0):
+            have = "size 0" if sizes[i] == 0 else f"no size ({_size_at(dump, i)})"
+            raise fail(
+                src,
+                f"core {i} has a base (CoeffBaseAddr[{i}] = 0x{base:08x}) but {have} "
+                f"and no enable bit: a base without its size",
+            )
+        (zero_size if sizes[i] == 0 else left_out).append(i)
+    warnings = []
+    if sits_out:
+        warnings.append(
+            f"core{_s(sits_out)} {core_list(sits_out)} sit{'' if len(sits_out) > 1 else 's'} "
+            f"out (CoeffDMAConfig En = 0) between enabled cores {first} and {last}"
+        )
+    if zero_size:
+        warnings.append(
+            f"core{_s(zero_size)} {core_list(zero_size)}: size 0 and no enable bit in the "
+            f"dump: replayed as off ({len(on)} of {cores} cores stream)"
+        )
+    if left_out:
+        warnings.append(
+            f"core{_s(left_out)} {core_list(left_out)}: no size, base or enable bit in the "
+            f"dump: replayed as off ({len(on)} of {cores} cores stream)"
+        )
+    return warnings
+
+
+def _s(items: list[int]) -> str:
+    return "s" if len(items) > 1 else ""
 
 
 def _common_size(dump: Dump, enabled_size: dict[int, int]) -> int:
@@ -233,7 +325,9 @@ def task_from_dump(dump: Dump, cout: int | None = None) -> DumpTask:
             f"no core sizes: none of CoeffBfrSize[0..{chip.cores - 1}] "
             f"(0x{td.coeff_size:03x}-0x{last:03x}) is in the dump",
         )
-    enabled = _enabled(dump, sizes)
+    en = _enables(dump)
+    enabled = _enabled(dump, en, sizes)
+    core_warnings = _coverage(dump, [i for i, _ in enabled], en, sizes, bases)
     size = _common_size(dump, {i: sizes[i] or 0 for i, _ in enabled})  # known, non-zero
 
     cin = dump.get(CIN)
@@ -248,6 +342,7 @@ def task_from_dump(dump: Dump, cout: int | None = None) -> DumpTask:
                 f"{_share(cin * cout * 2, chip.cores)} bytes, "
                 f"but the core size is 0x{size:08x} ({size}) bytes",
             )
+    warnings += core_warnings
     warnings += _base_warnings(bases, [i for i, _ in enabled], size)
     stride, mirror, stream = dump.get(STRIDE), dump.get(MIRROR), dump.get(STREAM)
     per_cin = td.stride_per_cin
