@@ -1,16 +1,25 @@
-"""What every sub-command shares: the parser that fails in one line, common options, tables."""
+"""What every sub-command shares: the parser that fails in one line, options, tables, output.
+
+Output goes through :class:`GuardedStdout` (installed by ``main``), so a
+write that fails (a full disk, a closed stdout, a closed pipe) ends the run
+in one line or quietly instead of a traceback; messages go through
+:func:`say`, which keeps them on one line whatever a path contains.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from ane_kdma import chip as chips
 from ane_kdma import contract
 from ane_kdma import hypotheses as hyps
 from ane_kdma.errors import InputError
+from ane_kdma.fileio import one_line
 
 MAX_DIGITS = 40  # no size or count this tool takes needs more (2^128 has 39 digits)
 _INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[0-9][0-9_]*)")
@@ -53,9 +62,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def check_at_most(value: int, limit: int, option: str, why: str) -> None:
+    """An argument range checked before anything is sized from it."""
+    if value > limit:
+        raise InputError(f"{option} {value}: at most {limit} ({why})")
+
+
 positive = arg(positive_int)
 integer = arg(parse_int)
-variant = arg(hyps.get)
+def _variant(text: str) -> hyps.Hypothesis | str:
+    """A hypothesis name, or "buggy": the reading the chip's profile was fitted with."""
+    return "buggy" if text.strip().lower() == "buggy" else hyps.get(text)
+
+
+variant = arg(_variant)
 engine = arg(contract.check_engine)
 
 
@@ -78,11 +98,87 @@ def add_common(sp: argparse.ArgumentParser, engine_default: str | None = "model"
 
 
 def load_chip(args: argparse.Namespace) -> chips.Chip:
-    return chips.load(getattr(args, "chip", None), getattr(args, "profile", None))
+    """The --chip (with --profile), and --variant buggy resolved to the chip's fitted reading."""
+    chip = chips.load(getattr(args, "chip", None), getattr(args, "profile", None))
+    if getattr(args, "variant", None) == "buggy":
+        args.variant = chip.hypothesis
+    return chip
 
 
 def print_table(rows: Sequence[dict[str, object]], keys: Sequence[str]) -> None:
-    widths = [max(len(k), *(len(str(r.get(k, ""))) for r in rows)) for k in keys]
+    cells = [[one_line(str(r.get(k, ""))) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(row[j]) for row in cells)) for j, k in enumerate(keys)]
     print("  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True)))
-    for r in rows:
-        print("  ".join(str(r.get(k, "")).rjust(w) for k, w in zip(keys, widths, strict=True)))
+    for row in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+# ---------------------------------------------------------------- messages and stdout
+
+
+def say(message: str) -> None:
+    """One line on stderr, ``ane-kdma: message``; nothing if stderr itself is gone."""
+    try:
+        print(f"ane-kdma: {one_line(message)}", file=sys.stderr, flush=True)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def warn(message: str) -> None:
+    say(f"warning: {message}")
+
+
+class OutputError(Exception):
+    """Standard output cannot be written (full disk, I/O error, closed): the message says why."""
+
+
+class PipeClosed(Exception):
+    """The reader of standard output went away (``| head``): end quietly."""
+
+
+class GuardedStdout:
+    """sys.stdout for one run: failed writes become OutputError or PipeClosed.
+
+    Text that the stream's encoding cannot hold (a path with undecodable
+    bytes) is written with backslash escapes instead of failing.
+    """
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def _call(self, method: str, *args: Any) -> Any:
+        if self._stream is None:
+            raise OutputError("it is closed")
+        try:
+            return getattr(self._stream, method)(*args)
+        except BrokenPipeError:
+            raise PipeClosed from None
+        except OSError as exc:
+            raise OutputError(exc.strerror or str(exc)) from None
+        except ValueError as exc:  # I/O on a closed file
+            raise OutputError(str(exc)) from None
+
+    def write(self, text: str) -> int:
+        try:
+            return self._call("write", text)
+        except UnicodeEncodeError:
+            enc = getattr(self._stream, "encoding", None) or "utf-8"
+            return self._call("write", text.encode(enc, "backslashreplace").decode(enc))
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def silence(stream: TextIO | None) -> None:
+    """After a closed pipe: point stdout at /dev/null so the exit flush stays quiet."""
+    try:
+        fd = stream.fileno() if stream is not None else -1
+        if fd >= 0:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+    except (AttributeError, OSError, ValueError):
+        pass

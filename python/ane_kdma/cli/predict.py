@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser("predict", help="time and GB/s for B bytes per core on every core")
     sp.add_argument("--bytes-per-core", required=True, type=common.positive)
     sp.add_argument(
-        "--variant", default="signed", type=common.variant, help="a hypothesis name, or buggy"
+        "--variant",
+        default="buggy",
+        type=common.variant,
+        help="a hypothesis name, or buggy (the chip's fitted reading)",
     )
     sp.add_argument("--split", default=1, type=common.positive, help="back-to-back tasks (1)")
     common.add_common(sp)
