@@ -48,7 +48,7 @@ from ane_kdma.profile import Settings
 
 FORMS = ("static", "remaining", "paged")  # the registry's progress forms modeled here
 MAX_PHASES = 4096  # governor steps the closed form follows one by one (then merged)
-SIM_PAGES = 32  # pages the paged form simulates to find its period
+SIM_PAGES = 64  # pages the paged form simulates to find its period
 
 
 def check_settings(s: Settings) -> None:

@@ -32,7 +32,8 @@ from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
-from ane_kdma.fileio import write_atomic
+from ane_kdma.fileio import check_dir_target, write_set
+from ane_kdma.hw import lap_and_offset
 from ane_kdma.measured import Measurements
 
 HARMONIC_BAND = 0.10  # lines this close to the strongest count as its harmonics
@@ -320,8 +321,31 @@ def plot_spectrum(sp: Spectrum, sw: Sweep) -> bytes:
     return _png(fig)
 
 
-def plot_overlay(ov: Overlay, chip: Chip) -> bytes:
-    """One row per buggy hypothesis: time / k and excess over the fix / k, re-centred on x."""
+def _measured_v(meas: Measurements | None, chip: Chip) -> list[tuple[float, float, str]]:
+    """Measured times per lap at their x (k = 1): the shoulder and notch points, Table A's notch."""
+    if meas is None:
+        return []
+    out = []
+    for p in (meas.facts.shoulder, meas.facts.notch):
+        if p is not None:
+            k, x = lap_and_offset(p.lines, chip.ring_lines)
+            t = float(meas.geo.time_for_gbps(p.bytes_per_core, p.gbps.value))
+            out.append((x, t / max(k, 1), f"D = {p.d} point"))
+    ta = meas.table_a
+    if ta is not None:
+        for n, times in zip(ta.lines_per_core, np.array(list(ta.replicas.values())).T, strict=True):
+            k, x = lap_and_offset(int(n), chip.ring_lines)
+            if k >= 1 and abs(x) <= 2 * chip.geometry.prefetch_max_lines:
+                out += [(x, float(t) / k, "Table A replicas") for t in times]
+    return out
+
+
+def plot_overlay(ov: Overlay, chip: Chip, meas: Measurements | None = None) -> bytes:
+    """One row per buggy hypothesis: time / k and excess over the fix / k, re-centred on x.
+
+    The measured points (time per lap at their x) sit on the time panels, with
+    the measured slope near the notch drawn through the measured notch time.
+    """
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
@@ -348,7 +372,34 @@ def plot_overlay(ov: Overlay, chip: Chip) -> bytes:
                 ax.set_xlabel(
                     f"x = lines - k x {chip.ring_lines:#x} (lines per core, re-centred on notch k)"
                 )
-    axes[0, 0].legend(ncol=2, fontsize="small", title="lap")
+    pts = _measured_v(meas, chip)
+    kf = meas.facts.k_scaling if meas is not None else None
+    for row in range(len(names)):
+        ax = axes[row, 0]
+        seen = set()
+        for x, t, label in pts:
+            ax.plot(
+                [x],
+                [t],
+                "ks" if "point" in label else "k^",
+                mfc="none",
+                ms=7,
+                label=None if label in seen else f"measured, {label}",
+            )
+            seen.add(label)
+        notch = [t for x, t, label in pts if x == 0 and "point" in label]
+        if kf is not None and notch:
+            xs = np.arange(-128, 129, 8)
+            ax.plot(
+                xs,
+                notch[0] - kf.slope_per_lap.value * np.abs(xs),
+                "k--",
+                lw=1,
+                label=f"measured slope {kf.slope_per_lap} per lap, |x| <= 128",
+            )
+        if pts:
+            ax.legend(fontsize="x-small", loc="upper right")
+    axes[0, 1].legend(ncol=2, fontsize="small", title="lap")
     fig.suptitle(
         f"Notch overlay, k = {ov.laps[0]}..{ov.laps[-1]}, one row per buggy hypothesis "
         f"(chip {chip.name}, profile {chip.profile.name}; dotted: x = +-{ov.page})"
@@ -356,26 +407,71 @@ def plot_overlay(ov: Overlay, chip: Chip) -> bytes:
     return _png(fig)
 
 
+def _table_a_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str, bytes]:
+    """Table A modeled against measured, with residuals (when the chip has a Table A at this N)."""
+    if meas is None or meas.table_a is None or meas.table_a.n != sw.n:
+        return {}
+    ta = meas.table_a
+    h = chip.profile.hypothesis
+    idx = [int(np.flatnonzero(sw.d == d)[0]) for d in ta.d if d in set(sw.d.tolist())]
+    if len(idx) != len(ta.d):
+        return {}
+    model = sw.time_us[h][idx]
+    med = ta.medians
+    reps = np.array(list(ta.replicas.values()))
+    header = ["d", "model_us", "median_us", *[f"rep_{r}_us" for r in ta.replicas], "residual"]
+    cols = [np.array(ta.d), model, med, *reps, (model - med) / med]
+    return {
+        "table_a.csv": _csv(header, cols, ["{}"] + ["{:.3f}"] * (len(header) - 2) + ["{:+.5f}"]),
+        "table_a.png": plot_table_a(sw, chip, meas, model),
+    }
+
+
+def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -> bytes:
+    """Top: every replica, the median and the model; bottom: residuals against the median."""
+    from matplotlib.figure import Figure
+
+    ta = meas.table_a
+    h = chip.profile.hypothesis
+    fig = Figure(figsize=(10, 7), layout="constrained")
+    top, bot = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
+    lo, hi = int(ta.d[0]) - 64, int(ta.d[-1]) + 64
+    sel = (sw.d >= lo) & (sw.d <= hi)
+    top.plot(
+        sw.d[sel], sw.time_us[h][sel], label=f"model, {h} x {chip.profile.mechanism}", **_style(h)
+    )
+    for name, times in ta.replicas.items():
+        top.plot(ta.d, times, "o", ms=4, alpha=0.6, label=f"measured, replica {name}")
+    top.plot(ta.d, ta.medians, "ks", mfc="none", ms=8, label="measured, median")
+    top.set_ylabel("time (µs)")
+    top.set_title(f"Table A at N = {ta.n}: modeled against measured ({sw.engine} engine)")
+    top.grid(alpha=0.3)
+    top.legend(fontsize="small")
+    res = 100 * (model - ta.medians) / ta.medians
+    bot.axhspan(-5, 5, color="tab:green", alpha=0.12, label="+-5% (validate's band)")
+    bot.bar(ta.d, res, width=40, color="tab:gray")
+    for d, r in zip(ta.d, res, strict=True):
+        bot.annotate(f"{r:+.1f}%", (d, r), ha="center", va="bottom" if r >= 0 else "top")
+    bot.axhline(0, color="k", lw=0.8)
+    bot.set_ylabel("residual vs median (%)")
+    bot.set_xlabel(f"D (input channels), N = {ta.n}")
+    bot.grid(alpha=0.3)
+    bot.legend(fontsize="small", loc="lower right")
+    return _png(fig)
+
+
 def write_all(
     out: Path, sw: Sweep, sp: Spectrum, ov: Overlay, chip: Chip, meas: Measurements | None
 ) -> list[Path]:
-    """Every output file, each written atomically; returns the paths."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create {out}: {exc.strerror or exc}") from None
+    """Every output file, written as one set: the new files appear together, or none do."""
+    check_dir_target(out)
     files = {
         "sweep.csv": sweep_csv(sw),
         "spectrum.csv": spectrum_csv(sp),
         "notch_overlay.csv": overlay_csv(ov),
         "sweep_gbps.png": plot_sweep(sw, chip, meas),
         "sweep_fft.png": plot_spectrum(sp, sw),
-        "notch_overlay.png": plot_overlay(ov, chip),
+        "notch_overlay.png": plot_overlay(ov, chip, meas),
+        **_table_a_files(sw, chip, meas),
     }
-    paths = []
-    for name, data in files.items():
-        write_atomic(out / name, data)
-        paths.append(out / name)
-    return paths
+    return write_set(out, files)

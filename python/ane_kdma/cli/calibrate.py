@@ -1,4 +1,9 @@
-"""`calibrate`: fit the chip's profile to its measurements and write it (atomically)."""
+"""`calibrate`: fit the chip's profile to its measurements and write it (atomically).
+
+With no --hypothesis/--mechanism every buggy hypothesis x rate mechanism is
+fitted, the ranking goes to fits.json beside the profile, and the best fit
+becomes the profile. Naming both fits just that one.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,14 @@ import json
 from pathlib import Path
 
 from ane_kdma import calibrate as cal_mod
+from ane_kdma import hypotheses as hyps
+from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import PROFILE_FILE
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
-from ane_kdma.fileio import write_atomic
+from ane_kdma.fileio import check_file_target, write_atomic
+
+FITS_FILE = "fits.json"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,28 +29,75 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=cal_mod.__doc__.split("\n\n")[0],
     )
     sp.add_argument("--out", type=Path, default=None, help="profile JSON (the chip's profile.json)")
+    sp.add_argument(
+        "--hypothesis", default=None, help=f"one of {', '.join(h.name for h in hyps.buggy())}"
+    )
+    sp.add_argument("--mechanism", default=None, help=f"one of {', '.join(mechs.names())}")
     common.add_common(sp, engine_default=None)
     sp.set_defaults(func=run)
 
 
 def _check_out(out: Path) -> None:
-    if out.is_dir():
-        raise InputError(f"cannot write {out}: is a directory")
+    check_file_target(out)  # a directory, symlink, device or read-only file is refused
     if not out.parent.is_dir():
         raise InputError(f"cannot write {out}: no such directory: {out.parent}")
+
+
+def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
+    """The ranking of every fit, best first, for validate and the README."""
+    return {
+        "status": "written by `ane-kdma calibrate` (all fits); regenerate, do not hand-edit",
+        "rule": "fewest shortfalls of validate's judgement (constraints, the V's slope and "
+        "straightness, Table A within 5%, points within 3%), then the RMS relative error",
+        "fits": [
+            {
+                "hypothesis": c.profile.hypothesis,
+                "mechanism": c.profile.mechanism,
+                "constraints_met": c.ok,
+                "shortfalls": cal_mod.shortfalls(c),
+                "rms_rel_err": round(c.rms_rel_err, 5),
+                "v_slope_us_per_line_per_lap": None if c.slope is None else round(c.slope, 4),
+                "v_slope_worst_r2": None if c.slope_r2 is None else round(c.slope_r2, 4),
+                "profile": json.loads(c.profile.to_json()),
+            }
+            for c in cals
+        ],
+    }
 
 
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
     _check_out(out)  # fail before the fit, not after
-    cal = cal_mod.fit(chip)
-    cal.confirmed = cal_mod.confirm(chip, cal)
-    if cal.confirmed["max_cycle_diff"] != 0:
-        raise InputError("calibration: the cycle model disagrees with the analytic fit")
-    write_atomic(out, cal.profile.to_json().encode())
-    if args.json:
-        print(json.dumps(cal_mod.report(cal)))
+    if (args.hypothesis is None) != (args.mechanism is None):
+        raise InputError("name both --hypothesis and --mechanism, or neither (fit them all)")
+    if args.hypothesis is not None:
+        h = hyps.get(args.hypothesis)
+        if not h.buggy:
+            raise InputError(f"{h.name} is the fix: calibrate fits the buggy readings")
+        mechs.get(args.mechanism)
+        cals = [cal_mod.fit(chip, h.name, args.mechanism)]
     else:
-        print(cal_mod.render(cal, str(out)))
+        cals = cal_mod.fit_all(chip)
+    best = cals[0]
+    best.confirmed = cal_mod.confirm(chip, best)
+    if best.confirmed["max_rel_diff"] > 0.01:
+        raise InputError("calibration: the analytic engine is more than 1% off the cycle model")
+    write_atomic(out, best.profile.to_json().encode())
+    if len(cals) > 1:
+        doc = fits_document(cals)
+        write_atomic(out.parent / FITS_FILE, (json.dumps(doc, indent=1) + "\n").encode())
+    if args.json:
+        print(json.dumps({**cal_mod.report(best), "ranking": fits_document(cals)["fits"]}))
+    else:
+        print(cal_mod.render(best, str(out)))
+        if len(cals) > 1:
+            print("ranking (best first):")
+            for c in cals:
+                slope = "-" if c.slope is None else f"{c.slope:.2f}"
+                print(
+                    f"  {c.profile.hypothesis:<8} x {c.profile.mechanism:<12} "
+                    f"RMS {100 * c.rms_rel_err:5.2f}%  V slope {slope} us/line/lap  "
+                    f"shortfalls: {'; '.join(cal_mod.shortfalls(c)) or 'none'}"
+                )
     return 0

@@ -22,25 +22,13 @@ class AnalyticEngine:
     exact = False
 
     @staticmethod
-    def static_cycles(
-        hypothesis: Hypothesis,
-        chip: Chip,
-        latency: np.ndarray,
-        window: np.ndarray,
-        core_rate_q16: np.ndarray,
-        lines: np.ndarray,
-    ) -> np.ndarray:
-        """One core's cycles for one task of each size, broadcast over candidate settings.
+    def governor_grid(chip: Chip, **grid: np.ndarray) -> np.ndarray:
+        """One static task's cycles under the issue-rate governor, broadcast over a grid.
 
-        What calibration searches over: exact for a static credit, and vectorised
-        over the run-time inputs rather than over workloads.
+        Keywords as :func:`ane_kdma.analytic.governor_grid` takes them, the chip's
+        KMem supplied here.
         """
-        if not hypothesis.static:
-            analytic.check_form(hypothesis)
-            raise ValueError(f"{hypothesis.name}: the settings grid needs a static credit")
-        g = chip.geometry
-        cred = hypothesis.credit_array(g, lines)
-        return analytic.static_cycles(latency, window, core_rate_q16, cred, lines, g.kmem_lines)
+        return analytic.governor_grid(**grid, kmem_lines=chip.geometry.kmem_lines)
 
     def run(self, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> Result:
         return self.run_many(hypothesis, chip, [workload])[0]

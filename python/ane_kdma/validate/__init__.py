@@ -26,7 +26,7 @@ judge a hypothesis plus the two point facts; the verdict line names it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -36,6 +36,8 @@ from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.profile import Profile
+from ane_kdma.schema import Doc
 from ane_kdma.validate.specs import SPECS, Ctx, Row, Spec, Want, points_of
 
 __all__ = ["RULE", "SPECS", "Report", "Row", "judge", "render", "to_json", "validate"]
@@ -55,6 +57,54 @@ class Report:
     best: str
     verdict: str
     exit_status: int
+    ranking: list[dict[str, object]] = field(default_factory=list)
+
+
+FITS_FILE = "fits.json"
+CLOSED_FORM = ("none", "ramp", "ramp-linear")  # mechanisms the analytic engine follows
+
+
+def ranking(chip: Chip) -> list[dict[str, object]]:
+    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row.
+
+    Each fit runs with its own profile: the analytic engine where it has the
+    mechanism's closed form (within 1% of the cycle model), the cycle model
+    otherwise. Ranked by rows passed, then by RMS relative error over the rows
+    that compare two numbers.
+    """
+    path = chip.path / FITS_FILE
+    if not path.is_file():
+        return []
+    doc = Doc.load(path, "fits file")
+    raw = doc.raw("fits")
+    if not isinstance(raw, list):
+        raise doc.fail("fits", "must be a list")
+    meas = chip.measured
+    specs = [s for s in SPECS if meas.has(*s.needs) and s.scope in ("model", "hypothesis")]
+    out = []
+    for i, item in enumerate(raw):
+        prof = Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
+        fitted = chip.with_profile(prof)
+        h = hyps.get(prof.hypothesis)
+        engine = "analytic" if prof.mechanism in CLOSED_FORM else "model"
+        ctx = Ctx(fitted, meas, engine, hyps.get(hyps.FIXED))
+        # without the closed form, the rows the main report runs on the analytic engine
+        # (the ceiling sweep) run on the cycle model too
+        mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
+        rows = _evaluate(ctx, mine, h)
+        errs = [r.error for r in rows if r.error is not None]
+        out.append(
+            {
+                "hypothesis": prof.hypothesis,
+                "mechanism": prof.mechanism,
+                "engine": engine,
+                "rows": len(rows),
+                "passed": sum(r.passed for r in rows),
+                "failed": [r.name for r in rows if not r.passed],
+                "rms_rel_err": float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0,
+            }
+        )
+    return sorted(out, key=lambda e: (-int(e["passed"]), float(e["rms_rel_err"])))
 
 
 def _run(ctx: Ctx, want: Want, engine: str) -> None:
@@ -88,7 +138,7 @@ def judge(rows: list[Row], best: str) -> int:
     return 1 if any(r.counts and not r.passed for r in rows) else 0
 
 
-def validate(engine: str, chip: Chip) -> Report:
+def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     """Every row the chip's data supports, the verdict and the exit status (module doc)."""
     contract.check_engine(engine)
     meas = chip.measured
@@ -110,7 +160,12 @@ def validate(engine: str, chip: Chip) -> Report:
         fit_error[h.name] = float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0
     low = min(fit_error.values())
     tied = [k for k, v in fit_error.items() if v <= low + 1e-12]
-    best = hyps.DEFAULT_BUGGY if hyps.DEFAULT_BUGGY in tied else tied[0]
+    fitted = chip.profile.hypothesis
+    best = (
+        fitted
+        if fitted in fit_error
+        else (hyps.DEFAULT_BUGGY if hyps.DEFAULT_BUGGY in tied else tied[0])
+    )
     best_h = hyps.get(best)
     rows: list[Row] = []
     for spec in specs:  # the rows come out in the order of SPECS
@@ -130,7 +185,19 @@ def validate(engine: str, chip: Chip) -> Report:
         f"{' and '.join(f'D = {p.d}' for _, p in sorted(points_of(ctx), key=lambda t: t[1].d))} "
         "points)"
     )
-    if len(tied) > 1:
+    ranked = ranking(chip) if rank else []
+    if ranked:
+        top = ranked[0]
+        rest = "; ".join(
+            f"{e['hypothesis']} x {e['mechanism']} {e['passed']}/{e['rows']}" for e in ranked[1:4]
+        )
+        verdict = (
+            f"verdict: {str(top['hypothesis']).upper()} x {top['mechanism']} fits the measurements "
+            f"best: {top['passed']}/{top['rows']} rows pass, RMS relative error "
+            f"{100 * float(top['rms_rel_err']):.1f}% (next: {rest}); the profile is "
+            f"{chip.profile.hypothesis} x {chip.profile.mechanism}"
+        )
+    elif len(tied) > 1:
         verdict = (
             f"verdict: the data cannot tell {' and '.join(t.upper() for t in tied)} apart: the "
             f"same RMS relative error {100 * low:.1f}% over {figures}; {best.upper()} is used"
@@ -140,7 +207,7 @@ def validate(engine: str, chip: Chip) -> Report:
             f"verdict: {best.upper()} fits the measurements best: RMS relative error "
             f"{100 * fit_error[best]:.1f}% over {figures}, against {others or 'nothing else'}"
         )
-    return Report(engine, chip.profile.name, rows, fit_error, best, verdict, status)
+    return Report(engine, chip.profile.name, rows, fit_error, best, verdict, status, ranked)
 
 
 # ---------------------------------------------------------------- output
@@ -191,6 +258,14 @@ def render(report: Report, chip: Chip) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
     lines.append("notes:")
     lines += [f"  {r.name} [{r.scope}]: {r.note}" for r in report.rows if r.note]
+    if report.ranking:
+        lines.append("ranking: every fitted hypothesis x mechanism, its own profile, counted rows")
+        for e in report.ranking:
+            failed = ", ".join(str(f) for f in e["failed"][:3]) or "-"
+            lines.append(
+                f"  {e['hypothesis']:<8} x {e['mechanism']:<12} {e['passed']:>3}/{e['rows']:<3} "
+                f"RMS {100 * float(e['rms_rel_err']):5.1f}%  ({e['engine']}) failed: {failed}"
+            )
     lines.append(report.verdict)
     lines.append(f"exit status {report.exit_status}")
     return "\n".join(lines)
@@ -205,5 +280,6 @@ def to_json(report: Report) -> dict[str, object]:
         "fit_error": report.fit_error,
         "best_hypothesis": report.best,
         "verdict": report.verdict,
+        "ranking": report.ranking,
         "exit_status": report.exit_status,
     }

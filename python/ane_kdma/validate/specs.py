@@ -24,11 +24,14 @@ from ane_kdma.measured import Measurements
 from ane_kdma.profile import Profile
 from ane_kdma.stats import fit_line
 
-TABLE_A_TOL = 0.10
-POINT_TOL = 0.10
+TABLE_A_TOL = 0.05  # each Table A row (median of the replicas, whose own spread is 3-6%)
+POINT_TOL = 0.03  # the D = 2016 and D = 2048 point facts
 FLOOR_SLACK_GBPS = 0.5  # the stated 17-19, with the brief's 0.5 GB/s allowance
-RECOVERY_TOL = 0.05
-ARM_TOL = 0.50  # an arm of the measured order: its slope within +-50% of 3.18 us/line
+RECOVERY_TOL = 0.02  # recovery at |x| = 256: within 2% of the fixed hardware, every k
+SLOPE_TOL = 0.15  # the V's slope per lap near the notch, against the measured 3.18 k
+SLOPE_R2 = 0.95  # and straight there: the measured fits have R^2 0.96-0.99
+SLOPE_X = 128  # near the notch: |x| <= 128 lines
+NOMINAL_TOL = 0.03  # the nominal range's ends are "about" 45 and "towards" 60: the point tolerance
 K_SCALING_R2 = 0.95
 CORE_COUNT_TOL = 0.02
 SCRAMBLE_TOL = 0.03
@@ -37,7 +40,7 @@ SPLIT_TOL = 0.05
 CONTROL_TOL = 0.03
 ROUGH_TOL = 0.15  # "about" figures, info only
 TOWARDS_TOL = 0.10  # "towards" figures, info only
-SLOPE_STEP = 32  # |x| grid of the arm fits, lines (a D step of 4 at N = 4096)
+SLOPE_STEP = 16  # |x| grid of the slope fits, lines (a D step of 2 at N = 4096)
 SCRAMBLE_SEED = 20260810
 SCRAMBLE_D = 576  # the size whose Table A replica a gives the 31.37 GB/s baseline
 CORE_COUNTS = (1, 2, 4, 8, 16)
@@ -242,27 +245,39 @@ def _laps(laps: Sequence[int]) -> str:
     )
 
 
+def _nominal_sizes(ctx: Ctx) -> list[int]:
+    """Full-credit sizes from 1 MiB to the largest stated size: k x ring + one page, k = 1..8."""
+    nom, page = ctx.meas.facts.nominal, ctx.meas.facts.v_notch.page
+    top = max(1, nom.high_bytes // (ctx.ring * ctx.chip.line_bytes))
+    return [k * ctx.ring + page for k in range(1, top + 1)]
+
+
 def _nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(h, ctx.lines(ctx.ring + x)) for x in ctx.meas.facts.v_notch.recovery_offsets]
+    return [(h, ctx.lines(n)) for n in _nominal_sizes(ctx)]
 
 
 def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
-    xs = f.v_notch.recovery_offsets
-    nom = [ctx.gbps(h, ctx.lines(ctx.ring + x)) for x in xs]
+    nom = ctx.meas.facts.nominal
+    sizes = _nominal_sizes(ctx)
+    g = [ctx.gbps(h, ctx.lines(n)) for n in sizes]
+    lo, hi = nom.gbps.lo * (1 - NOMINAL_TOL), nom.gbps.hi * (1 + NOMINAL_TOL)
+    rising = all(b >= a for a, b in zip(g, g[1:], strict=False))
     return [
         Row(
             "point_facts",
-            f"nominal at |x| = {f.v_notch.page}, k = 1",
+            f"nominal rising, k x {_size(ctx.ring * ctx.chip.line_bytes)} + one page per core, "
+            f"k = 1..{len(sizes)}",
             "model",
-            min(nom),
-            f"{f.nominal.gbps} ({f.nominal.low} near 1 MiB per core)",
+            g[-1],
+            f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {_size(nom.high_bytes)})",
             "GB/s",
             None,
-            f">= {f.nominal.gbps.lo:g} GB/s",
-            min(nom) >= f.nominal.gbps.lo * (1 - EPS),
+            f"rising, every size in {lo:.2f}-{hi:.2f} GB/s ({nom.gbps} +-{100 * NOMINAL_TOL:g}%: "
+            "'about', 'towards')",
+            rising and all(lo - EPS <= x <= hi + EPS for x in g),
             ctx.engine,
-            " / ".join(f"x={x:+d}: {g:.2f}" for x, g in zip(xs, nom, strict=True)),
+            " / ".join(f"{x:.2f}" for x in g) + " GB/s" + ("" if rising else "; NOT rising"),
+            {"gbps": g},
         )
     ]
 
@@ -449,31 +464,6 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return rows
 
 
-def _nominal_high_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(ctx.fixed, ctx.lines(ctx.meas.facts.nominal.high_bytes // ctx.chip.line_bytes))]
-
-
-def _nominal_high_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    nom = ctx.meas.facts.nominal
-    g = ctx.gbps(ctx.fixed, ctx.lines(nom.high_bytes // ctx.chip.line_bytes))
-    err = _rel(g, nom.high.value)
-    return [
-        Row(
-            "point_facts",
-            f"nominal at {_size(nom.high_bytes)} per core (fixed design)",
-            "info",
-            g,
-            str(nom.high),
-            "GB/s",
-            err,
-            f"+-{100 * TOWARDS_TOL:g}% (rough figure)",
-            abs(err) <= TOWARDS_TOL,
-            "analytic",
-            "the model's nominal is fixed by Table A's slope; 8 MiB sits in a notch when buggy",
-        )
-    ]
-
-
 # ---------------------------------------------------------------- the V, per hypothesis
 
 
@@ -483,9 +473,8 @@ def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
     for k in f.floor.laps:
         for x in f.v_notch.recovery_offsets:
             out += [(h, ctx.lines(k * ctx.ring + x)), (ctx.fixed, ctx.lines(k * ctx.ring + x))]
-    for side in (-1, 1):
-        for x in range(0, f.v_notch.page + 1, SLOPE_STEP):
-            out.append((h, ctx.lines(ctx.ring + side * x)))
+        for x in range(-SLOPE_X, SLOPE_X + 1, SLOPE_STEP):
+            out.append((h, ctx.lines(k * ctx.ring + x)))
     return out
 
 
@@ -495,11 +484,22 @@ def _arm(ctx: Ctx, h: Hypothesis, k: int, xs: np.ndarray) -> tuple[float, float]
     return fit_line(np.abs(xs).astype(float), t)
 
 
+def v_slopes(ctx: Ctx, h: Hypothesis) -> tuple[list[float], list[float]]:
+    """Per lap and side: the slope of time on |x| over |x| <= SLOPE_X, divided by k, and R²."""
+    per_k, r2s = [], []
+    for k in ctx.meas.facts.floor.laps:
+        for side in (-1, 1):
+            xs = side * np.arange(0, SLOPE_X + 1, SLOPE_STEP)
+            slope, r2 = _arm(ctx, h, k, xs)
+            per_k.append(slope / k)
+            r2s.append(r2)
+    return per_k, r2s
+
+
 def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     f = ctx.meas.facts
     rows = []
-    slope_meas = f.k_scaling.slope_per_lap.value
-    for side, x in zip((-1, 1), sorted(f.v_notch.recovery_offsets), strict=True):
+    for x in sorted(f.v_notch.recovery_offsets):
         errs = []
         for k in f.floor.laps:
             w = ctx.lines(k * ctx.ring + x)
@@ -514,78 +514,34 @@ def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 "recovers fully (0% from nominal)",
                 "relative to fixed",
                 worst,
-                f"within +-{100 * RECOVERY_TOL:g}% of nominal",
+                f"within +-{100 * RECOVERY_TOL:g}% of the fixed hardware, every k",
                 abs(worst) <= RECOVERY_TOL + EPS,
                 ctx.engine,
                 "nominal = the fixed design at the same size",
                 {"per_k": [round(e, 5) for e in errs]},
             )
         )
-        xs = side * np.arange(0, f.v_notch.page + 1, SLOPE_STEP)
-        slope, r2 = _arm(ctx, h, 1, xs)
-        err = _rel(slope, slope_meas)
-        rows.append(
-            Row(
-                "point_facts",
-                f"V arm x {'<' if side < 0 else '>'} 0 (slope of time on |x|, k = 1)",
-                h.name,
-                slope,
-                f"{f.k_scaling.slope_per_lap} (R^2 {f.k_scaling.r_squared})",
-                "us/line",
-                err,
-                f"within +-{100 * ARM_TOL:g}%",
-                abs(err) <= ARM_TOL + EPS,
-                ctx.engine,
-                f"|x| = 0..{f.v_notch.page} step {SLOPE_STEP}; model R^2 {r2:.3f}",
-                {"r2": r2},
-            )
+    slope_meas = f.k_scaling.slope_per_lap.value
+    per_k, r2s = v_slopes(ctx, h)
+    errs = [_rel(v, slope_meas) for v in per_k]
+    worst = max(errs, key=abs)
+    rows.append(
+        Row(
+            "point_facts",
+            f"V slope near the notch (|x| <= {SLOPE_X}), both sides, k = {_laps(f.floor.laps)}",
+            h.name,
+            float(np.mean(per_k)),
+            f"{f.k_scaling.slope_per_lap} x k (R^2 {f.k_scaling.r_squared})",
+            "us/line/lap",
+            worst,
+            f"every lap within +-{100 * SLOPE_TOL:g}% of {slope_meas:g} k, R^2 >= {SLOPE_R2:g}",
+            abs(worst) <= SLOPE_TOL + EPS and min(r2s) >= SLOPE_R2,
+            ctx.engine,
+            f"slope/k {min(per_k):.3f}..{max(per_k):.3f} us/line; R^2 {min(r2s):.3f}.."
+            f"{max(r2s):.3f}; |x| step {SLOPE_STEP}",
+            {"slope_per_k": per_k, "r2": r2s},
         )
-    return rows
-
-
-def _slope_k_want(ctx: Ctx, h: Hypothesis) -> Want:
-    f = ctx.meas.facts
-    out = []
-    for b in hyps.buggy():
-        for side in (-1, 1):
-            for k in f.floor.laps:
-                for x in range(0, f.v_notch.page + 1, SLOPE_STEP):
-                    out.append((b, ctx.lines(k * ctx.ring + side * x)))
-    return out
-
-
-def _slope_k_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    """Info: the arm slope per lap for every k, on the analytic engine."""
-    f = ctx.meas.facts
-    rows = []
-    for b in hyps.buggy():
-        for side in (-1, 1):
-            xs = side * np.arange(0, f.v_notch.page + 1, SLOPE_STEP)
-            per_k, r2s = [], []
-            for k in f.floor.laps:
-                slope, r2 = _arm(ctx, b, k, xs)
-                per_k.append(slope / k)
-                r2s.append(r2)
-            mean = float(np.mean(per_k))
-            err = _rel(mean, f.k_scaling.slope_per_lap.value)
-            rows.append(
-                Row(
-                    "point_facts",
-                    f"arm slope / k, x {'<' if side < 0 else '>'} 0, k = {_laps(f.floor.laps)} "
-                    f"({b.name})",
-                    "info",
-                    mean,
-                    f"{f.k_scaling.slope_per_lap} (R^2 {f.k_scaling.r_squared})",
-                    "us/line/lap",
-                    err,
-                    "reported beside the measured figure",
-                    True,
-                    "analytic",
-                    f"slope/k {min(per_k):.3f}..{max(per_k):.3f}; "
-                    f"R^2 {min(r2s):.3f}..{max(r2s):.3f}",
-                    {"slope_per_k": per_k, "r2": r2s},
-                )
-            )
+    )
     return rows
 
 
@@ -792,16 +748,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("control", "model", ("control_bytes",), _control_want, _control_rows),
     Spec("only_total", "model", ("only_total",), _only_total_want, _only_total_rows),
     Spec("laps", "info", ("lap_times", "floor"), _lap_want, _lap_rows),
-    Spec("nominal_high", "info", ("nominal",), _nominal_high_want, _nominal_high_rows, "analytic"),
     Spec("v", "hypothesis", ("floor", "v_notch", "k_scaling"), _v_want, _v_rows),
-    Spec(
-        "slope_k",
-        "info",
-        ("floor", "v_notch", "k_scaling"),
-        _slope_k_want,
-        _slope_k_rows,
-        "analytic",
-    ),
     Spec("core_count", "model", ("core_count",), _core_count_want, _core_count_rows),
     Spec("scrambling", "model", ("scrambling",), _scramble_want, _scramble_rows),
     Spec("ceiling", "model", (), _ceiling_want, _ceiling_rows, "analytic"),

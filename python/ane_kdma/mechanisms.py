@@ -1,0 +1,77 @@
+"""The rate-mechanism candidates for the rising nominal throughput, as data.
+
+Measured throughput off the notch rises with the transfer (about 45 GB/s near
+1 MiB per core towards 60 at 8 MiB; Table A bends). Something in the kernel
+DMA or its memory makes a longer request faster per byte. Each candidate here
+is hardware with run-time inputs (:class:`ane_kdma.profile.Settings`), built
+in the cycle model; calibration fits every candidate and validation ranks
+them, and the winner is built in the RTL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ane_kdma.errors import InputError
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    name: str
+    summary: str
+    silicon: str  # what it would mean in silicon
+    in_rtl: bool  # built in rtl/ (the winner)
+    steps: int = 0  # governor steps the fit uses (ramps only)
+
+
+REGISTRY: tuple[Mechanism, ...] = (
+    Mechanism(
+        "none",
+        "one per-core rate; a fixed cost per request",
+        "a DMA engine that streams at one rate from its first line; time is affine in the size",
+        True,
+    ),
+    Mechanism(
+        "ramp",
+        "an issue-rate governor: each request starts at a lower rate and steps up to the full "
+        "rate after a number of granted lines (one step)",
+        "a clock-enable or duty governor in the kernel DMA that throttles the first part of each "
+        "request (power or thermal management, or a prefetcher that trusts a stream only after "
+        "it has seen enough of it) and then runs at full rate",
+        True,
+        steps=1,
+    ),
+    Mechanism(
+        "ramp-linear",
+        "the same governor climbing in 16 equal steps (a near-linear ramp)",
+        "a governor that raises the issue duty gradually over the first part of each request",
+        True,
+        steps=16,
+    ),
+    Mechanism(
+        "warmup",
+        "a memory warm-up: the first lines of each request see extra latency",
+        "DRAM or fabric state (row buffers, page-table walks, QoS credits) that each request "
+        "must warm before the memory answers at full speed",
+        False,
+    ),
+    Mechanism(
+        "task-cost",
+        "a fixed cost per task, the fitted intercept charged at every task instead of once "
+        "per request",
+        "per-descriptor set-up in the DMA (fetching and decoding each task descriptor) that "
+        "stalls the stream at every task",
+        False,
+    ),
+)
+
+
+def names() -> list[str]:
+    return [m.name for m in REGISTRY]
+
+
+def get(name: str) -> Mechanism:
+    for m in REGISTRY:
+        if m.name == name:
+            return m
+    raise InputError(f"unknown mechanism {name!r} (one of: {', '.join(names())})")
