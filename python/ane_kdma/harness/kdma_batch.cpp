@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// Batch harness for kdma_top: many workloads through one Verilated model, no Python per task.
+//
+// Built by ane_kdma.engines.verilator once per (hypothesis build parameters,
+// core count). It drives kdma_top exactly as tb/kdma_tb.py's run_workload
+// does (settle idle cycles, start_i held high from the first task to the
+// last, each task taken when ready_o, the span counted from the edge that
+// takes the first task to the edge after which idle_o rises), with the KMem
+// consumer always ready, and prints the counters the engine contract holds.
+//
+// stdin, one workload per line (whitespace separated):
+//   latency window core_rate agg_rate ramp_start ramp_step ramp_inc steps mask
+//   then, for each core in mask (lowest first), steps x (base_addr size_bytes)
+// stdout, one line per workload:
+//   span, then per core "-" (disabled) or "cycles zero_credit_cycles peak_inflight"
+// Errors: "error: <why>" on stderr, exit status 1.
+// With the argument --bare N it only toggles the clock N cycles (the bench's
+// floor: the same model, no harness logic) and prints the cycle count.
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "Vkdma_top.h"
+#include "verilated.h"
+
+namespace {
+
+constexpr int kCores = NUM_CORES;
+constexpr uint64_t kRateOne = 1u << 16;
+constexpr uint64_t kMaxCycles = 1ull << 32;  // the RTL's counters are 32 bits
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "error: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// Packed multi-lane ports: Verilator gives an integer up to 64 bits, VlWide above.
+template <typename T>
+typename std::enable_if<std::is_integral<T>::value>::type set_bits(T& p, int lo, int w,
+                                                                   uint64_t v) {
+  const uint64_t mask = (w >= 64) ? ~0ull : ((1ull << w) - 1);
+  uint64_t x = static_cast<uint64_t>(p);
+  x &= ~(mask << lo);
+  x |= (v & mask) << lo;
+  p = static_cast<T>(x);
+}
+
+template <typename T>
+typename std::enable_if<std::is_integral<T>::value, uint64_t>::type get_bits(const T& p, int lo,
+                                                                             int w) {
+  const uint64_t mask = (w >= 64) ? ~0ull : ((1ull << w) - 1);
+  return (static_cast<uint64_t>(p) >> lo) & mask;
+}
+
+template <std::size_t N>
+void set_bits(VlWide<N>& p, int lo, int w, uint64_t v) {
+  for (int b = 0; b < w; ++b) {
+    const int i = lo + b;
+    const uint32_t bit = 1u << (i % 32);
+    if ((v >> b) & 1u) {
+      p[i / 32] |= bit;
+    } else {
+      p[i / 32] &= ~bit;
+    }
+  }
+}
+
+template <std::size_t N>
+uint64_t get_bits(const VlWide<N>& p, int lo, int w) {
+  uint64_t v = 0;
+  for (int b = 0; b < w; ++b) {
+    const int i = lo + b;
+    v |= static_cast<uint64_t>((p[i / 32] >> (i % 32)) & 1u) << b;
+  }
+  return v;
+}
+
+// Whitespace-separated unsigned integers from all of stdin.
+class Reader {
+ public:
+  Reader() {
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) data_.append(buf, n);
+  }
+  bool more() {
+    skip();
+    return pos_ < data_.size();
+  }
+  uint64_t next() {
+    skip();
+    if (pos_ >= data_.size()) die("workload truncated");
+    uint64_t v = 0;
+    size_t start = pos_;
+    while (pos_ < data_.size() && data_[pos_] >= '0' && data_[pos_] <= '9') {
+      v = v * 10 + static_cast<uint64_t>(data_[pos_++] - '0');
+      if (pos_ - start > 19) die("number too long");
+    }
+    if (pos_ == start) die("not a number in the workload list");
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (pos_ < data_.size() &&
+           (data_[pos_] == ' ' || data_[pos_] == '\n' || data_[pos_] == '\t' || data_[pos_] == '\r'))
+      ++pos_;
+  }
+  std::string data_;
+  size_t pos_ = 0;
+};
+
+struct Settings {
+  uint64_t latency = 0, window = 0, core_rate = 0, agg_rate = 0;
+  uint64_t ramp_start = 0, ramp_step = 0, ramp_inc = 0;
+  bool operator==(const Settings& o) const {
+    return latency == o.latency && window == o.window && core_rate == o.core_rate &&
+           agg_rate == o.agg_rate && ramp_start == o.ramp_start && ramp_step == o.ramp_step &&
+           ramp_inc == o.ramp_inc;
+  }
+};
+
+class Harness {
+ public:
+  Harness() : ctx_(new VerilatedContext), top_(new Vkdma_top{ctx_.get()}) {
+    top_->clk_i = 0;
+    top_->start_i = 0;
+    top_->core_en_i = 0;
+    set_bits(top_->kmem_ready_i, 0, kCores, ~0ull);  // the consumer is always ready
+    top_->rst_ni = 0;
+    top_->eval();
+    tick();
+    tick();
+    top_->rst_ni = 1;
+    top_->eval();
+    tick();
+  }
+  ~Harness() { top_->final(); }
+
+  void tick() {
+    top_->clk_i = 1;
+    top_->eval();
+    top_->clk_i = 0;
+    top_->eval();
+    ++now_;
+  }
+
+  void bare(uint64_t cycles) {
+    for (uint64_t i = 0; i < cycles; ++i) tick();
+  }
+
+  void apply(const Settings& s) {
+    top_->latency_i = s.latency;
+    top_->window_i = s.window;
+    top_->core_rate_i = s.core_rate;
+    top_->agg_rate_i = s.agg_rate;
+    top_->ramp_start_i = s.ramp_start;
+    top_->ramp_step_i = s.ramp_step;
+    top_->ramp_inc_i = s.ramp_inc;
+    top_->eval();
+  }
+
+  // One workload: tasks[c][j] = (base, size) for the cores in mask.
+  std::string run(const Settings& s, uint64_t steps, uint32_t mask,
+                  const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& tasks) {
+    apply(s);
+    const uint64_t slowest = s.core_rate < s.agg_rate ? s.core_rate : s.agg_rate;
+    const uint64_t settle = (kRateOne + slowest - 1) / slowest + 2;  // every bucket full
+    bare(settle);
+    if (!top_->idle_o) die("engine not idle before a workload");
+    uint64_t t0 = 0;
+    for (uint64_t j = 0; j < steps; ++j) {
+      for (int c = 0; c < kCores; ++c) {
+        const bool on = (mask >> c) & 1u;
+        set_bits(top_->base_addr_i, 32 * c, 32, on ? tasks[c][j].first : 0);
+        set_bits(top_->size_bytes_i, 32 * c, 32, on ? tasks[c][j].second : 0);
+      }
+      set_bits(top_->core_en_i, 0, kCores, mask);
+      top_->start_i = 1;
+      top_->eval();
+      const uint64_t since = now_;
+      while (!top_->ready_o) {
+        tick();
+        if (now_ - since > kMaxCycles) die("a task was never taken");
+      }
+      tick();  // the edge that takes task j
+      if (j == 0) t0 = now_;
+    }
+    top_->start_i = 0;
+    top_->eval();
+    do {
+      tick();
+      if (now_ - t0 >= kMaxCycles) die("the workload overflows the RTL's 32-bit cycle counters");
+    } while (!top_->idle_o);
+    std::string out = std::to_string(now_ - t0);
+    const int pw = peak_width();
+    for (int c = 0; c < kCores; ++c) {
+      if (!((mask >> c) & 1u)) {
+        out += " -";
+        continue;
+      }
+      out += ' ' + std::to_string(get_bits(top_->core_cycles_o, 32 * c, 32));
+      out += ' ' + std::to_string(get_bits(top_->zero_credit_cycles_o, 32 * c, 32));
+      out += ' ' + std::to_string(get_bits(top_->peak_inflight_o, pw * c, pw));
+    }
+    tick();  // as the testbench does after reading the counters
+    return out;
+  }
+
+  uint64_t now() const { return now_; }
+
+ private:
+  static constexpr int peak_width() { return PEAK_BITS; }
+  std::unique_ptr<VerilatedContext> ctx_;
+  std::unique_ptr<Vkdma_top> top_;
+  uint64_t now_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--bare") == 0) {
+    Harness h;
+    const uint64_t n = std::strtoull(argv[2], nullptr, 10);
+    h.bare(n);
+    std::printf("%llu\n", static_cast<unsigned long long>(n));
+    return 0;
+  }
+  Harness h;
+  Reader in;
+  std::string out;
+  while (in.more()) {
+    Settings s;
+    s.latency = in.next();
+    s.window = in.next();
+    s.core_rate = in.next();
+    s.agg_rate = in.next();
+    s.ramp_start = in.next();
+    s.ramp_step = in.next();
+    s.ramp_inc = in.next();
+    if (s.core_rate == 0 || s.agg_rate == 0) die("a rate of zero never refills");
+    const uint64_t steps = in.next();
+    const uint64_t mask = in.next();
+    if (steps == 0 || mask == 0 || (kCores < 32 && (mask >> kCores) != 0))
+      die("bad step count or core mask");
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> tasks(kCores);
+    for (int c = 0; c < kCores; ++c) {
+      if (!((mask >> c) & 1u)) continue;
+      tasks[c].resize(steps);
+      for (uint64_t j = 0; j < steps; ++j) {
+        const uint64_t base = in.next(), size = in.next();
+        if (base >> 32 || size >> 32) die("base or size beyond 32 bits");
+        tasks[c][j] = {base, size};
+      }
+    }
+    out = h.run(s, steps, static_cast<uint32_t>(mask), tasks);
+    std::fputs(out.c_str(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,64 @@
+"""Progress bars (tqdm) on long work, only where a person is watching.
+
+A bar shows when stderr is a terminal and the caller is not quiet (the CLI
+is quiet under --json); piped or redirected output stays clean. Nothing else
+in the package imports tqdm.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+MIN_ITEMS = 2  # a bar for one item is noise
+
+
+class _Quiet:
+    shown = False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+class _Bar:
+    shown = True
+
+    def __init__(self, bar: Any) -> None:
+        self._bar = bar
+
+    def update(self, n: int = 1) -> None:
+        self._bar.update(n)
+
+
+def wanted(quiet: bool = False, stream: Any = None) -> bool:
+    """Whether a bar may show: not quiet, stderr a terminal, and not switched off."""
+    if quiet or os.environ.get("ANE_KDMA_PROGRESS", "") == "0":
+        return False
+    stream = stream if stream is not None else sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+@contextmanager
+def bar(total: int, desc: str, quiet: bool = False) -> Iterator[_Bar | _Quiet]:
+    """A bar of `total` steps on stderr (or a do-nothing one); ``.update(n)`` advances it."""
+    if total < MIN_ITEMS or not wanted(quiet):
+        yield _Quiet()
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit="run", leave=False, file=sys.stderr) as t:
+        yield _Bar(t)
+
+
+def iterate(items: list[Any], desc: str, quiet: bool = False) -> Iterator[Any]:
+    """Each item, with a bar over the list where one is wanted (for loops like a fit's)."""
+    with bar(len(items), desc, quiet) as b:
+        for item in items:
+            yield item
+            b.update(1)
