@@ -14,6 +14,7 @@ testbench are not in this harness (the testbenches test those).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -92,20 +93,25 @@ class Toolchain:
         return env
 
     def version(self) -> str:
-        try:
-            out = subprocess.run(
-                [self.verilator, "--version"],
-                env=self.env(),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-        except OSError as exc:
-            raise HarnessBuildError(f"verilator cannot run: {exc}") from None
-        if out.returncode != 0:
-            raise HarnessBuildError(f"verilator --version failed: {out.stderr.strip()[:200]}")
-        return out.stdout.strip()
+        return _version(self)
+
+
+@functools.lru_cache(maxsize=4)
+def _version(tc: Toolchain) -> str:
+    try:
+        out = subprocess.run(
+            [tc.verilator, "--version"],
+            env=tc.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError as exc:
+        raise HarnessBuildError(f"verilator cannot run: {exc}") from None
+    if out.returncode != 0:
+        raise HarnessBuildError(f"verilator --version failed: {out.stderr.strip()[:200]}")
+    return out.stdout.strip()
 
 
 def toolchain() -> Toolchain:
