@@ -580,6 +580,7 @@ def _exact_overhead(chip: Chip, prob: Problem, profile: Profile) -> Profile:
     return replace(profile, overhead_us=max(ovh, 0.0))
 
 
+@contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
 def fit(chip: Chip, hypothesis: str, mechanism: str) -> Calibration:
     """One hypothesis x mechanism, fitted and evaluated exactly (deterministic)."""
     meas = chip.measured
@@ -622,6 +623,7 @@ def rank_key(cal: Calibration) -> tuple:
     return (len(shortfalls(cal)), round(cal.rms_rel_err, 5))
 
 
+@contract.takes_jobs
 def fit_all(chip: Chip) -> list[Calibration]:
     """Every buggy hypothesis x every mechanism, best first."""
     cals = [fit(chip, h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]

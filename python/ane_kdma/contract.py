@@ -331,10 +331,18 @@ CHUNKS_PER_JOB = 4  # more chunks than processes: sizes differ, so the load even
 def check_jobs(jobs: int) -> int:
     """A process count for --jobs: 1..MAX_JOBS."""
     if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise InputError(f"--jobs {jobs!r} is not an integer")
+        raise InputError(f"{jobs!r} processes: not an integer")
     if not 1 <= jobs <= MAX_JOBS:
-        raise InputError(f"--jobs {jobs}: must be 1..{MAX_JOBS}")
+        raise InputError(f"{jobs} processes: must be 1..{MAX_JOBS}")
     return jobs
+
+
+def parse_jobs(text: str) -> int:
+    """--jobs N as the CLI reads it: a plain integer, 1..MAX_JOBS."""
+    t = text.strip()
+    if not t.lstrip("+-").isdigit() or len(t) > 12:
+        raise InputError(f"not a number of processes: {t[:24]!r}")
+    return check_jobs(int(t))
 
 
 def default_jobs() -> int:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from ane_kdma import calibrate as cal_mod
+from ane_kdma import contract
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import PROFILE_FILE
@@ -33,6 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hypothesis", default=None, help=f"one of {', '.join(h.name for h in hyps.buggy())}"
     )
     sp.add_argument("--mechanism", default=None, help=f"one of {', '.join(mechs.names())}")
+    sp.add_argument(
+        "--jobs",
+        type=common.arg(contract.parse_jobs),
+        default=None,
+        metavar="N",
+        help="processes to spread the workloads over (default: the number of CPUs)",
+    )
     common.add_common(sp, engine_default=None)
     sp.set_defaults(func=run)
 
@@ -65,6 +73,10 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
     }
 
 
+def _jobs(args: argparse.Namespace) -> dict[str, object]:
+    return {"jobs": args.jobs or contract.default_jobs(), "quiet": args.json}
+
+
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
@@ -76,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
         if not h.buggy:
             raise InputError(f"{h.name} is the fix: calibrate fits the buggy readings")
         mechs.get(args.mechanism)
-        cals = [cal_mod.fit(chip, h.name, args.mechanism)]
+        cals = [cal_mod.fit(chip, h.name, args.mechanism, **_jobs(args))]
     else:
-        cals = cal_mod.fit_all(chip)
+        cals = cal_mod.fit_all(chip, **_jobs(args))
     best = cals[0]
     best.confirmed = cal_mod.confirm(chip, best)
     if best.confirmed["max_rel_diff"] > 0.01:

@@ -20,6 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument(
         "--cores", type=common.positive, default=1, help="cores streaming at once (1: per core)"
     )
+    sp.add_argument(
+        "--jobs",
+        type=common.arg(contract.parse_jobs),
+        default=None,
+        metavar="N",
+        help="processes to spread the workloads over (default: the number of CPUs)",
+    )
     common.add_common(sp)
     sp.set_defaults(func=run)
 
@@ -36,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     laps = list(range(1, args.laps + 1))
     lines = [k * chip.ring_lines for k in laps]
     loads = [Workload.from_size(n * lb, args.cores, 1, lb) for n in lines]
-    table = {h.name: contract.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
+    with contract.options(args.jobs or contract.default_jobs(), quiet=args.json):
+        table = {h.name: contract.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
     fixed = table[hyps.FIXED]
     rows = []
     for i, k in enumerate(laps):

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ane_kdma import contract
 from ane_kdma import sweep as sw_mod
 from ane_kdma.cli import common
 from ane_kdma.fileio import check_dir_target
@@ -25,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--d-max", type=common.positive, default=16384, help="last D (16384)")
     sp.add_argument("--d-step", type=common.positive, default=64, help="D step (64)")
     sp.add_argument("--n", type=common.positive, default=4096, help="output channels N (4096)")
+    sp.add_argument(
+        "--jobs",
+        type=common.arg(contract.parse_jobs),
+        default=None,
+        metavar="N",
+        help="processes to spread the workloads over (default: the number of CPUs)",
+    )
     common.add_common(sp, engine_default="analytic")
     sp.set_defaults(func=run)
 
@@ -39,9 +47,10 @@ def run(args: argparse.Namespace) -> int:
         common.check_at_most(value, MAX_ARG, option, "no larger value gives a 32-bit core size")
     check_dir_target(Path(args.out))  # before the work, not after
     chip = common.load_chip(args)
-    sw = sw_mod.compute_sweep(chip, args.d_min, args.d_max, args.d_step, args.n, args.engine)
+    with contract.options(args.jobs or contract.default_jobs(), quiet=args.json):
+        sw = sw_mod.compute_sweep(chip, args.d_min, args.d_max, args.d_step, args.n, args.engine)
+        ov = sw_mod.overlay(chip, args.engine)
     sp = sw_mod.spectrum(sw, chip)
-    ov = sw_mod.overlay(chip, args.engine)
     paths = sw_mod.write_all(Path(args.out), sw, sp, ov, chip, chip.measured)
     summary = {
         "out": str(args.out),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ane_kdma import contract
 from ane_kdma import validate as v
 from ane_kdma.cli import common
 
@@ -15,13 +16,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="modeled against measured on every bundled dataset; exit 1 outside tolerance",
         description=v.__doc__.split("\n\n")[0],
     )
+    sp.add_argument(
+        "--jobs",
+        type=common.arg(contract.parse_jobs),
+        default=None,
+        metavar="N",
+        help="processes to spread the workloads over (default: the number of CPUs)",
+    )
     common.add_common(sp)
     sp.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
-    report = v.validate(args.engine, chip)
+    report = v.validate(
+        args.engine, chip, jobs=args.jobs or contract.default_jobs(), quiet=args.json
+    )
     if args.json:
         print(json.dumps(v.to_json(report)))
     else:

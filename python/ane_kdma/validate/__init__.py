@@ -138,6 +138,7 @@ def judge(rows: list[Row], best: str) -> int:
     return 1 if any(r.counts and not r.passed for r in rows) else 0
 
 
+@contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
 def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     """Every row the chip's data supports, the verdict and the exit status (module doc)."""
     contract.check_engine(engine)
