@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ane_kdma.cli import (
+    bench,
     calibrate,
     dump,
     erratum,
@@ -33,7 +34,7 @@ from ane_kdma.cli.common import (
 )
 from ane_kdma.errors import InputError
 
-COMMANDS = (predict, replay, erratum, plan, llm, patch, validate, sweep, calibrate, dump)
+COMMANDS = (predict, replay, erratum, plan, llm, patch, validate, sweep, calibrate, dump, bench)
 
 
 def build_parser() -> Parser:

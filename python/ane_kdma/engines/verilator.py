@@ -406,13 +406,22 @@ def _by_cores(workloads: Iterable[Workload]) -> dict[int, list[int]]:
     return groups
 
 
-def bare_cycles_per_s(hypothesis: Hypothesis, chip: Chip, cores: int, cycles: int) -> float:
-    """The floor: the same Verilated model, the clock toggled with no harness logic."""
+def bare_cycles_per_s(
+    hypothesis: Hypothesis, chip: Chip, cores: int, cycles: int, workload: Workload | None = None
+) -> float:
+    """The floor: the same Verilated model, `workload`'s first task started, then only the clock.
+
+    No harness logic runs per cycle (no ready or idle checks), so this is what
+    a bare C++ loop over this RTL costs while it streams (idle without a workload).
+    """
     import time
 
     exe = build(hypothesis, chip, cores)
+    feed = "" if workload is None else job_line(chip.settings, workload) + "\n"
     t0 = time.perf_counter()
-    subprocess.run([str(exe), "--bare", str(cycles)], check=True, capture_output=True)
+    subprocess.run(
+        [str(exe), "--bare", str(cycles)], input=feed, text=True, check=True, capture_output=True
+    )
     return cycles / (time.perf_counter() - t0)
 
 

@@ -14,8 +14,9 @@
 // stdout, one line per workload:
 //   span, then per core "-" (disabled) or "cycles zero_credit_cycles peak_inflight"
 // Errors: "error: <why>" on stderr, exit status 1.
-// With the argument --bare N it only toggles the clock N cycles (the bench's
-// floor: the same model, no harness logic) and prints the cycle count.
+// With the argument --bare N it reads at most one workload, starts its first
+// task and then only toggles the clock N cycles: the bench's floor (the same
+// model streaming, no harness logic per cycle). It prints N.
 
 #include <cstdint>
 #include <cstdio>
@@ -155,6 +156,23 @@ class Harness {
     for (uint64_t i = 0; i < cycles; ++i) tick();
   }
 
+  // Start one step's tasks (settings applied) and leave start_i low again.
+  void kick(const Settings& s, uint32_t mask,
+            const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& tasks) {
+    apply(s);
+    for (int c = 0; c < kCores; ++c) {
+      const bool on = (mask >> c) & 1u;
+      set_bits(top_->base_addr_i, 32 * c, 32, on ? tasks[c][0].first : 0);
+      set_bits(top_->size_bytes_i, 32 * c, 32, on ? tasks[c][0].second : 0);
+    }
+    set_bits(top_->core_en_i, 0, kCores, mask);
+    top_->start_i = 1;
+    top_->eval();
+    tick();
+    top_->start_i = 0;
+    top_->eval();
+  }
+
   void apply(const Settings& s) {
     top_->latency_i = s.latency;
     top_->window_i = s.window;
@@ -222,44 +240,60 @@ class Harness {
   uint64_t now_ = 0;
 };
 
+struct Workload {
+  Settings s;
+  uint64_t steps = 0;
+  uint32_t mask = 0;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> tasks;
+};
+
+Workload read_workload(Reader& in) {
+  Workload w;
+  Settings& s = w.s;
+  s.latency = in.next();
+  s.window = in.next();
+  s.core_rate = in.next();
+  s.agg_rate = in.next();
+  s.ramp_start = in.next();
+  s.ramp_step = in.next();
+  s.ramp_inc = in.next();
+  if (s.core_rate == 0 || s.agg_rate == 0) die("a rate of zero never refills");
+  w.steps = in.next();
+  const uint64_t mask = in.next();
+  if (w.steps == 0 || mask == 0 || (kCores < 32 && (mask >> kCores) != 0))
+    die("bad step count or core mask");
+  w.mask = static_cast<uint32_t>(mask);
+  w.tasks.resize(kCores);
+  for (int c = 0; c < kCores; ++c) {
+    if (!((mask >> c) & 1u)) continue;
+    w.tasks[c].resize(w.steps);
+    for (uint64_t j = 0; j < w.steps; ++j) {
+      const uint64_t base = in.next(), size = in.next();
+      if (base >> 32 || size >> 32) die("base or size beyond 32 bits");
+      w.tasks[c][j] = {base, size};
+    }
+  }
+  return w;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  Harness h;
+  Reader in;
   if (argc == 3 && std::strcmp(argv[1], "--bare") == 0) {
-    Harness h;
     const uint64_t n = std::strtoull(argv[2], nullptr, 10);
+    if (in.more()) {
+      const Workload w = read_workload(in);
+      h.kick(w.s, w.mask, w.tasks);
+    }
     h.bare(n);
     std::printf("%llu\n", static_cast<unsigned long long>(n));
     return 0;
   }
-  Harness h;
-  Reader in;
-  std::string out;
   while (in.more()) {
-    Settings s;
-    s.latency = in.next();
-    s.window = in.next();
-    s.core_rate = in.next();
-    s.agg_rate = in.next();
-    s.ramp_start = in.next();
-    s.ramp_step = in.next();
-    s.ramp_inc = in.next();
-    if (s.core_rate == 0 || s.agg_rate == 0) die("a rate of zero never refills");
-    const uint64_t steps = in.next();
-    const uint64_t mask = in.next();
-    if (steps == 0 || mask == 0 || (kCores < 32 && (mask >> kCores) != 0))
-      die("bad step count or core mask");
-    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> tasks(kCores);
-    for (int c = 0; c < kCores; ++c) {
-      if (!((mask >> c) & 1u)) continue;
-      tasks[c].resize(steps);
-      for (uint64_t j = 0; j < steps; ++j) {
-        const uint64_t base = in.next(), size = in.next();
-        if (base >> 32 || size >> 32) die("base or size beyond 32 bits");
-        tasks[c][j] = {base, size};
-      }
-    }
-    out = h.run(s, steps, static_cast<uint32_t>(mask), tasks);
+    const Workload w = read_workload(in);
+    const std::string out = h.run(w.s, w.steps, w.mask, w.tasks);
     std::fputs(out.c_str(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
