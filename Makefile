@@ -65,9 +65,9 @@ lint: $(SIM_ENV) $(VENV)/.extra-dev
 mutants: $(TEST_ENV)
 	$(PY) tools/mutants.py --sim $(SIM)
 
-# Speed and memory figures, printed (not asserted).
+# Speed and memory figures of every engine, printed (not asserted); docs/speed.md.
 bench: $(SIM_ENV)
-	$(PY) tools/bench.py --sims verilator$(if $(shell command -v iverilog),$(comma)icarus)
+	$(CLI) bench --jobs $(JOBS)
 
 formal: $(VENV)/.extra-formal
 	bash formal/run.sh
