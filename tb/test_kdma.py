@@ -7,10 +7,12 @@ dict is the one the CLI's RTL engine builds (ane_kdma.engines.cocotb), so
 the two share builds.
 
 Icarus runs this design about 30x slower than Verilator (and 16 cores far
-slower still), so on Icarus the erratum regression covers laps k = 1, 2, the
-random integrity sizes stop at one ring (plus one forced 8-ring transfer),
-the random model-match transfers stay below two rings and the 16-core tasks
-are short; `make regress` (KDMA_FULL=1) runs full scale on both.
+slower still), so on Icarus the random integrity sizes stop at one ring (plus
+one forced 8-ring transfer), the random model-match transfers stay below two
+rings and the 16-core tasks are short; `make regress` (KDMA_FULL=1) runs full
+scale on both. The erratum regression's numbers (laps 1..8) come from the
+batch RTL engine on any SIM, where they cost seconds; the cocotb regression
+runs lap 1 (all eight under KDMA_FULL=1) and must give the same numbers.
 """
 
 from __future__ import annotations
@@ -137,18 +139,80 @@ def test_batch_run(sim: str, tmp_path: Path) -> None:
         assert doc["cores"] == cores
 
 
+def _regression_loads(ring: int, laps: list[int]) -> dict[str, Workload]:
+    """erratum_regression's workloads (tb/cocotb_kdma.py), one core, by the keys it writes."""
+    line = CHIP.line_bytes
+    half = ring // 2
+    one = lambda lines: Workload(((Task(0, lines * line),),))  # noqa: E731
+    loads = {}
+    for k in laps:
+        for key, x in (("x0", 0), ("xm256", -256), ("xp256", 256)):
+            loads[f"{k}/{key}"] = one(k * ring + x)
+        halves = tuple(Task(part * half * line, half * line) for part in range(2 * k))
+        loads[f"{k}/split"] = Workload((halves,))
+    ctrl = ring - 256
+    first = ctrl // 2
+    loads["control_whole"] = one(ctrl)
+    loads["control_split"] = Workload(
+        ((Task(0, first * line), Task(first * line, (ctrl - first) * line)),)
+    )
+    return loads
+
+
 @pytest.fixture(scope="session")  # not module: xdist may run other modules between the two
-def regression(sim: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """Run the erratum regression once per build; the tests below judge its numbers."""
-    laps = "1,2,3,4,5,6,7,8" if full_scale(sim) else "1,2"
-    tmp = tmp_path_factory.mktemp("regression")
+def regression() -> dict[str, dict]:
+    """The erratum regression's numbers, laps 1..8, from the batch RTL engine (kdma_top in C++).
+
+    The point of these two tests is the numbers, so they run on the batch harness
+    (tests/test_batch_rtl.py holds it to the cocotb engine and the model); the
+    cocotb path of the same regression is test_erratum_regression_testbench.
+    """
+    from ane_kdma import contract
+    from ane_kdma.engines import verilator as vb
+
+    try:
+        vb.toolchain()
+    except vb.HarnessBuildError as exc:
+        pytest.skip(str(exc))
+    ring = CHIP.ring_lines
+    loads = _regression_loads(ring, list(range(1, 9)))
     res = {}
     for hyp in MODES:
-        out = tmp / f"{hyp.name}.json"
-        env = {"KDMA_LAPS": laps, "KDMA_RESULTS": str(out)}
-        run(sim, TOP, params(hyp), "cocotb_kdma", "erratum_regression", extra_env=env)
-        res[hyp.name] = json.loads(out.read_text())
+        got = dict(
+            zip(loads, contract.run_many("rtl", hyp, CHIP, list(loads.values())), strict=True)
+        )
+        laps: dict[str, dict[str, int]] = {}
+        for key, r in got.items():
+            if "/" in key:
+                k, what = key.split("/")
+                laps.setdefault(k, {})[what] = r.cycles
+        res[hyp.name] = {
+            "hypothesis": hyp.name,
+            "ring_lines": ring,
+            "laps": laps,
+            "control_whole": got["control_whole"].cycles,
+            "control_split": got["control_split"].cycles,
+        }
     return res
+
+
+@pytest.mark.xdist_group("regression")
+@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+def test_erratum_regression_testbench(
+    sim: str, hyp: Hypothesis, tmp_path: Path, regression: dict[str, dict]
+) -> None:
+    """The cocotb erratum regression (every run checked against the model inside) writes
+    the numbers the batch engine gives: lap 1, or laps 1..8 under KDMA_FULL=1."""
+    out = tmp_path / f"{hyp.name}.json"
+    laps = "1,2,3,4,5,6,7,8" if os.environ.get("KDMA_FULL") == "1" else "1"
+    env = {"KDMA_LAPS": laps, "KDMA_RESULTS": str(out)}
+    run(sim, TOP, params(hyp), "cocotb_kdma", "erratum_regression", extra_env=env)
+    got = json.loads(out.read_text())
+    want = regression[hyp.name]
+    for k in laps.split(","):
+        assert got["laps"][k] == want["laps"][k], f"k={k}"
+    assert got["control_whole"] == want["control_whole"]
+    assert got["control_split"] == want["control_split"]
 
 
 @pytest.mark.xdist_group("regression")  # share one fixture run between the two tests
