@@ -238,9 +238,7 @@ def _pieces(
             for m in range(int(tail.max(initial=0)), 0, -1):
                 col = width - m
                 c_m = min(s.window + int(tail_cred[m]), g.kmem_lines)
-                gm = np.maximum(
-                    np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor
-                )
+                gm = np.maximum(np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor)
                 a[:, col] = np.where(m <= tail, gm, a[:, col])
         if not last:
             buf = a[:, -hist:]

@@ -22,6 +22,7 @@ class Mechanism:
     silicon: str  # what it would mean in silicon
     in_rtl: bool  # built in rtl/ (the winner)
     steps: int = 0  # governor steps the fit uses (ramps only)
+    closed_form: bool = True  # the analytic engine follows it (else: the cycle model only)
 
 
 REGISTRY: tuple[Mechanism, ...] = (
@@ -54,6 +55,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "DRAM or fabric state (row buffers, page-table walks, QoS credits) that each request "
         "must warm before the memory answers at full speed",
         False,
+        closed_form=False,
     ),
     Mechanism(
         "task-cost",
@@ -62,6 +64,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "per-descriptor set-up in the DMA (fetching and decoding each task descriptor) that "
         "stalls the stream at every task",
         False,
+        closed_form=False,
     ),
 )
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ane_kdma import contract
 from ane_kdma import hypotheses as hyps
+from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
@@ -61,11 +62,11 @@ class Report:
 
 
 FITS_FILE = "fits.json"
-CLOSED_FORM = ("none", "ramp", "ramp-linear")  # mechanisms the analytic engine follows
+CLOSED_FORM = tuple(m.name for m in mechs.REGISTRY if m.closed_form)  # the analytic engine's
 
 
 def ranking(chip: Chip) -> list[dict[str, object]]:
-    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row.
+    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted measured row.
 
     Each fit runs with its own profile: the analytic engine where it has the
     mechanism's closed form (within 1% of the cycle model), the cycle model
@@ -80,7 +81,13 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
     if not isinstance(raw, list):
         raise doc.fail("fits", "must be a list")
     meas = chip.measured
-    specs = [s for s in SPECS if meas.has(*s.needs) and s.scope in ("model", "hypothesis")]
+    # the rows that compare the fit with measurements (the ceiling rows check the engines
+    # against physics, not the fit: the main report has them)
+    specs = [
+        s
+        for s in SPECS
+        if meas.has(*s.needs) and s.scope in ("model", "hypothesis") and s.key != "ceiling"
+    ]
     out = []
     for i, item in enumerate(raw):
         prof = Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
@@ -104,7 +111,12 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
                 "rms_rel_err": float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0,
             }
         )
-    return sorted(out, key=lambda e: (-int(e["passed"]), float(e["rms_rel_err"])))
+    return sorted(out, key=_rank_level)
+
+
+def _rank_level(e: dict[str, object]) -> tuple[int, float]:
+    """Rows passed, then the RMS error to 0.1% (finer differences are not evidence)."""
+    return (-int(e["passed"]), round(float(e["rms_rel_err"]), 3))
 
 
 def _run(ctx: Ctx, want: Want, engine: str) -> None:
@@ -145,6 +157,8 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     meas = chip.measured
     ctx = Ctx(chip, meas, engine, hyps.get(hyps.FIXED))
     specs = [s for s in SPECS if meas.has(*s.needs)]
+    if chip.profile.mechanism not in CLOSED_FORM:  # rows meant for the closed form: exact model
+        specs = [replace(s, engine=None) if s.engine == "analytic" else s for s in specs]
     if not specs or not any(s.scope != "info" for s in specs):
         raise InputError(f"chip {chip.name}: no measurements to validate against")
     fit_error: dict[str, float] = {}
@@ -187,7 +201,16 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
         "points)"
     )
     ranked = ranking(chip) if rank else []
-    if ranked:
+    level = [e for e in ranked if _rank_level(e) == _rank_level(ranked[0])] if ranked else []
+    if len({e["hypothesis"] for e in level}) > 1:
+        names = " and ".join(sorted({str(e["hypothesis"]).upper() for e in level}))
+        verdict = (
+            f"verdict: the data cannot tell {names} apart: {level[0]['passed']}/"
+            f"{level[0]['rows']} rows and the same RMS relative error "
+            f"{100 * float(level[0]['rms_rel_err']):.1f}% each; the profile is "
+            f"{chip.profile.hypothesis} x {chip.profile.mechanism}"
+        )
+    elif ranked:
         top = ranked[0]
         rest = "; ".join(
             f"{e['hypothesis']} x {e['mechanism']} {e['passed']}/{e['rows']}" for e in ranked[1:4]
