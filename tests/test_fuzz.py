@@ -537,7 +537,7 @@ def test_sweep_arguments(d_min: str, d_max: str, d_step: str, n: str, out: str) 
             assert _listing(tmp) == sorted({*before, "out", *files})
 
 
-@fuzz(8)
+@fuzz(8, deadline=timedelta(seconds=120))  # a valid call runs the whole validation (~20 s)
 @given(FLAGS, NAMES)
 def test_validate_arguments(flags: list[str], name: str) -> None:
     argv = ["validate", "--engine", "analytic", *_common(flags, name)]

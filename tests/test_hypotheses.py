@@ -89,13 +89,19 @@ def test_declared_start_dependence_holds(h: hyps.Hypothesis) -> None:
 
 
 def test_the_readings_shapes() -> None:
-    lit, sig, fix = (hyps.get(n) for n in ("literal", "signed", "fixed"))
+    lit, sig, pag, fix = (hyps.get(n) for n in ("literal", "signed", "paged", "fixed"))
     for x in range(-300, 301):
         n = 3 * G.ring_lines + x
-        assert sig.credit(G, 0x3F00, n, 0) == min(abs(x), 256)  # the V
+        c = min(abs(x), 256)
+        assert sig.credit(G, 0x3F00, n, 0) == c  # the V
         assert lit.credit(G, 0x3F00, n, 0) == (min(x, 256) if x >= 0 else 256)  # one side
         assert fix.credit(G, 0x3F00, n, n - 1) == 1
-    assert hyps.get("buggy") is sig and not fix.buggy and fix.progress == "remaining"
+        # paged: the signed credit over the first c lines of every 256-line page, then 0
+        for issued in (0, 255, 256, 256 + c - 1, 256 + c, 5 * 256 + 17):
+            want = c if issued % 256 < c else 0
+            assert pag.credit(G, 0x3F00, n, issued) == want, (x, issued)
+    assert hyps.get("buggy") is pag and hyps.DEFAULT_BUGGY == "paged"
+    assert not fix.buggy and fix.progress == "remaining" and pag.progress == "paged"
 
 
 # ---------------------------------------------------------------- a throw-away entry
