@@ -1,6 +1,6 @@
 """cocotb tests of kdma_tb_top. The build's hypothesis, cores and geometry come from the design.
 
-Knobs (environment, set by tb/test_kdma.py): KDMA_SEED replays a run,
+Knobs (environment, set by tb/test_kdma.py, parsed by ane_kdma.knobs): KDMA_SEED replays a run,
 KDMA_SCALE=small picks the reduced sizes of slow simulators, KDMA_LAPS lists
 the laps k of the erratum regression, KDMA_MAX_LINES caps the random
 integrity sizes, KDMA_RESULTS names a JSON file for cross-build checks, and
@@ -10,7 +10,6 @@ KDMA_JOB the job of the CLI's RTL engine (batch_run).
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from ane_kdma import cyclemodel as cm
+from ane_kdma import knobs
 from ane_kdma.contract import Task
 from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
 from kdma_tb import KdmaTB, drive_task, seed_from_env
@@ -28,11 +28,11 @@ LINE_SPACE = 1 << LINE_ADDR_BITS
 
 def _small() -> bool:
     """KDMA_SCALE=small: the reduced sizes tb/test_kdma.py picks for slow simulators."""
-    return os.environ.get("KDMA_SCALE") == "small"
+    return knobs.get("KDMA_SCALE") == "small"
 
 
 def _laps() -> list[int]:
-    return [int(k) for k in os.environ.get("KDMA_LAPS", "1,2,3,4,5,6,7,8").split(",")]
+    return list(knobs.get("KDMA_LAPS", list(range(1, 9))))  # type: ignore[call-overload]
 
 
 def _one(tb: KdmaTB, task: Task) -> list[Task | None]:
@@ -77,7 +77,7 @@ async def integrity_random_sizes(dut) -> None:
     tb = KdmaTB(dut)
     await tb.start()
     ring = tb.geometry.ring_lines
-    max_lines = int(os.environ.get("KDMA_MAX_LINES", str(ring if _small() else 8 * ring)))
+    max_lines = int(knobs.get("KDMA_MAX_LINES", ring if _small() else 8 * ring))  # type: ignore[call-overload]
     sizes = [8 * ring, 1] + [rng.randrange(1, max_lines + 1) for _ in range(6)]
     for n, lines in enumerate(sizes):
         base = rng.randrange(0, LINE_SPACE - lines)
@@ -190,7 +190,7 @@ async def erratum_regression(dut) -> None:
     first = ctrl // 2
     split = [_lines_task(0, first), _lines_task(first, ctrl - first)]
     out["control_split"] = (await tb.run_sequence(split)).cycles
-    path = os.environ.get("KDMA_RESULTS")
+    path = knobs.get("KDMA_RESULTS")
     if path:
         Path(path).write_text(json.dumps(out, indent=1))
 
@@ -308,7 +308,7 @@ async def batch_run(dut) -> None:
     [cycles, zero_credit_cycles, peak_inflight]]}]} (ane_kdma.engines.cocotb).
     Every workload is checked against the cycle model, as everywhere else.
     """
-    job = json.loads(Path(os.environ["KDMA_JOB"]).read_text())
+    job = json.loads(Path(str(knobs.get("KDMA_JOB"))).read_text())
     tb = KdmaTB(dut, cm.Settings(**job["settings"]))
     await tb.start()
     out = []
@@ -322,4 +322,4 @@ async def batch_run(dut) -> None:
             for c in got.cores
         ]
         out.append({"cycles": got.cycles, "cores": cores})
-    Path(os.environ["KDMA_RESULTS"]).write_text(json.dumps({"counters": out}))
+    Path(str(knobs.get("KDMA_RESULTS"))).write_text(json.dumps({"counters": out}))

@@ -10,10 +10,9 @@ m3: 1 MiB, the notch).
 
 from __future__ import annotations
 
-import os
-
 import cocotb
 
+from ane_kdma import knobs
 from ane_kdma.contract import Task
 from ane_kdma.hw import LINE_BYTES
 from kdma_tb import KdmaTB
@@ -23,7 +22,7 @@ from kdma_tb import KdmaTB
 async def one_transfer(dut) -> None:
     """Core 0 moves KDMA_WAVE_LINES lines from line 0; the other cores stay idle."""
     tb = KdmaTB(dut)
-    lines = int(os.environ.get("KDMA_WAVE_LINES", str(tb.geometry.ring_lines)), 0)
+    lines = int(knobs.get("KDMA_WAVE_LINES", tb.geometry.ring_lines))  # type: ignore[call-overload]
     await tb.start()
     tasks = [Task(0, lines * LINE_BYTES)] + [None] * (tb.ncores - 1)
     res = await tb.run_task(tasks)

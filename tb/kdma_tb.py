@@ -13,7 +13,6 @@ run-time settings come from the chip (ane_kdma.chip, m3).
 from __future__ import annotations
 
 import math
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -25,7 +24,7 @@ from cocotb.types import LogicArray
 
 from ane_kdma import chip as chips
 from ane_kdma import cyclemodel as cm
-from ane_kdma import hypotheses
+from ane_kdma import hypotheses, knobs
 from ane_kdma.contract import CoreCounters, Counters, Task
 from ane_kdma.engines.model import counters_of
 from ane_kdma.hw import LINE_BYTES, RATE_ONE
@@ -95,8 +94,8 @@ def now_ns() -> int:
 
 def seed_from_env() -> int:
     """The run's random seed: KDMA_SEED if given, else fresh; always printed."""
-    raw = os.environ.get("KDMA_SEED")
-    seed = int(raw, 0) if raw else random.SystemRandom().randrange(1 << 31)
+    given = knobs.get("KDMA_SEED")
+    seed = int(given) if given is not None else random.SystemRandom().randrange(1 << 31)
     cocotb.log.info("KDMA_SEED=%d (set KDMA_SEED to replay)", seed)
     return seed
 

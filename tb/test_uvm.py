@@ -109,11 +109,12 @@ def test_item_core_layout() -> None:
     ("env", "message"),
     [
         ({"KDMA_UVM_TRANSFERS": "10"}, "coverage needs at least 66 transfers"),
-        ({"KDMA_UVM_TRANSFERS": "many"}, "is not an integer"),
-        ({"KDMA_UVM_KMAX": "9"}, "laps k run 0..8"),
+        ({"KDMA_UVM_TRANSFERS": "many"}, "KDMA_UVM_TRANSFERS: not an integer"),
+        ({"KDMA_UVM_KMAX": "9"}, "KDMA_UVM_KMAX=9: must be 0..8"),
         ({"KDMA_UVM_KMAX": "1", "KDMA_UVM_TRANSFERS": "16"}, "at least 17 transfers"),
-        ({"KDMA_SEED": "-1"}, "non-negative"),
-        ({"KDMA_UVM_LINE_CHECK": "-5"}, "a line count is >= 0"),
+        ({"KDMA_SEED": "-1"}, "KDMA_SEED=-1: must be 0.."),
+        ({"KDMA_UVM_LINE_CHECK": "-5"}, "KDMA_UVM_LINE_CHECK=-5: must be 0.."),
+        ({"KDMA_FULL": "yes"}, "KDMA_FULL=yes: a flag is 1, 0, true or false"),
     ],
 )
 def test_knobs_reject_impossible_values(env: dict[str, str], message: str) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import contract, knobs
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Task, Workload
 from ane_kdma.errors import InputError
@@ -28,7 +28,7 @@ BUGGY = [h for h in hyps.buggy() if h.encoding is not None]
 
 
 def _laps(engine: str) -> list[int]:
-    if engine == "rtl" and os.environ.get("SIM") == "icarus" and os.environ.get("KDMA_FULL") != "1":
+    if engine == "rtl" and os.environ.get("SIM") == "icarus" and not knobs.full():
         return [1, 2]
     return list(range(1, 9))
 

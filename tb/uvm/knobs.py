@@ -24,6 +24,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ane_kdma import knobs
 from ane_kdma.errors import InputError
 
 ENV_SEED = "KDMA_SEED"
@@ -66,13 +67,9 @@ def min_transfers(k_max: int) -> int:
 
 
 def _int(environ: Mapping[str, str], name: str) -> int | None:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw, 0)
-    except ValueError:
-        raise InputError(f"{name}={raw!r} is not an integer") from None
+    """The project's one knob parser (ane_kdma.knobs): strict values, bounds, one line."""
+    value = knobs.get(name, None, environ)
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -122,7 +119,7 @@ class Knobs:
         if sim not in _SCALE:
             raise InputError(f"simulator {sim!r}: one of {', '.join(_SCALE)}")
         scale = _SCALE[sim]
-        full = environ.get(ENV_FULL, "") == "1"
+        full = knobs.full(environ)
         seed = _int(environ, ENV_SEED)
         if seed is None:
             seed = random.SystemRandom().randrange(1 << 31)
