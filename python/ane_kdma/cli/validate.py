@@ -23,6 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="processes to spread the workloads over (default: the number of CPUs)",
     )
+    sp.add_argument(
+        "--no-ranking",
+        action="store_true",
+        help="skip the ranking of every fitted hypothesis x mechanism (the chip's fits.json)",
+    )
     common.add_common(sp)
     sp.set_defaults(func=run)
 
@@ -30,7 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     report = v.validate(
-        args.engine, chip, jobs=args.jobs or contract.default_jobs(), quiet=args.json
+        args.engine,
+        chip,
+        rank=not getattr(args, "no_ranking", False),
+        jobs=args.jobs or contract.default_jobs(),
+        quiet=args.json,
     )
     if args.json:
         print(json.dumps(v.to_json(report)))
