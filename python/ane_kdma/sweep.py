@@ -395,10 +395,15 @@ def plot_overlay(ov: Overlay, chip: Chip, meas: Measurements | None = None) -> b
                 notch[0] - kf.slope_per_lap.value * np.abs(xs),
                 "k--",
                 lw=1,
-                label=f"measured slope {kf.slope_per_lap} per lap, |x| <= 128",
+                label=f"measured slope {kf.slope_per_lap.value:g} µs/line per lap, |x| <= 128",
             )
-        if pts:
-            ax.legend(fontsize="x-small", loc="upper right")
+        if pts:  # the measured marks only: the laps' legend is on the right
+            marks = [
+                (h, lab)
+                for h, lab in zip(*ax.get_legend_handles_labels(), strict=True)
+                if lab.startswith("measured")
+            ]
+            ax.legend(*zip(*marks, strict=True), fontsize="x-small", loc="upper right")
     axes[0, 1].legend(ncol=2, fontsize="small", title="lap")
     fig.suptitle(
         f"Notch overlay, k = {ov.laps[0]}..{ov.laps[-1]}, one row per buggy hypothesis "
