@@ -3,7 +3,6 @@
 # simulator and calls pytest or the CLI.
 
 SIM    ?= verilator
-comma  := ,
 JOBS   ?= 2
 VENV   := .venv
 PY     := $(VENV)/bin/python

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from ane_kdma import contract
+from ane_kdma import contract, progress
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import Chip
@@ -627,7 +627,9 @@ def rank_key(cal: Calibration) -> tuple:
 @contract.takes_jobs
 def fit_all(chip: Chip) -> list[Calibration]:
     """Every buggy hypothesis x every mechanism, best first."""
-    cals = [fit(chip, h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
+    pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
+    quiet = contract.current_options().quiet
+    cals = [fit(chip, h, m) for h, m in progress.iterate(pairs, "fit", quiet)]
     return sorted(cals, key=rank_key)
 
 
