@@ -66,7 +66,7 @@ CLOSED_FORM = tuple(m.name for m in mechs.REGISTRY if m.closed_form)  # the anal
 
 
 def ranking(chip: Chip) -> list[dict[str, object]]:
-    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted measured row.
+    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row.
 
     Each fit runs with its own profile: the analytic engine where it has the
     mechanism's closed form (within 1% of the cycle model), the cycle model
@@ -81,13 +81,7 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
     if not isinstance(raw, list):
         raise doc.fail("fits", "must be a list")
     meas = chip.measured
-    # the rows that compare the fit with measurements (the ceiling rows check the engines
-    # against physics, not the fit: the main report has them)
-    specs = [
-        s
-        for s in SPECS
-        if meas.has(*s.needs) and s.scope in ("model", "hypothesis") and s.key != "ceiling"
-    ]
+    specs = [s for s in SPECS if meas.has(*s.needs) and s.scope in ("model", "hypothesis")]
     out = []
     for i, item in enumerate(raw):
         prof = Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
@@ -99,7 +93,9 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
         # (the ceiling sweep) run on the cycle model too
         mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
         rows = _evaluate(ctx, mine, h)
-        errs = [r.error for r in rows if r.error is not None]
+        # RMS over the rows that compare with a measurement (a ceiling row's "error" is its
+        # distance below the DRAM's peak, a bound, not a misfit)
+        errs = [r.error for r in rows if r.error is not None and r.dataset != "platform"]
         out.append(
             {
                 "hypothesis": prof.hypothesis,
