@@ -2,7 +2,9 @@
 counters on the real dumps.
 
 Each published M3 dump runs as the workload it describes (all 16 cores, each
-with its own base and size), whole and split in two back-to-back tasks.
+with its own base and size), whole and split in two back-to-back tasks. On
+Icarus, which runs a 16-core build at a few thousand cycles a second, only the
+D = 2048 dump runs whole unless KDMA_FULL=1.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract, regdump
+from ane_kdma import contract, knobs, regdump
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Task, Workload
 from ane_kdma.engines.cocotb import CocotbEngine
@@ -34,11 +36,14 @@ def _split(w: Workload) -> Workload:
 @pytest.mark.parametrize("h", hyps.in_rtl(), ids=lambda h: h.name)
 def test_rtl_and_model_agree_on_the_real_dumps(sim: str, h: hyps.Hypothesis) -> None:
     assert len(DUMPS) == 3
+    small = sim == "icarus" and not knobs.full()
     loads = []
     for path in DUMPS:
+        if small and not path.name.endswith("_d2048.txt"):
+            continue
         whole = regdump.load_task(path, chip=CHIP).to_workload(CHIP)
         assert len(whole.enabled) == 16
-        loads += [whole, _split(whole)]
+        loads += [whole] if small else [whole, _split(whole)]
     rtl = CocotbEngine(sim).run_many(h, CHIP, loads)
     batch = contract.run_many("rtl", h, CHIP, loads, jobs=1)
     model = contract.run_many("model", h, CHIP, loads)
