@@ -46,13 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0],
     )
     sp.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    sp.add_argument(
-        "--jobs",
-        type=common.arg(contract.parse_jobs),
-        default=None,
-        metavar="N",
-        help="processes for the sweeps (default: the number of CPUs)",
-    )
+    common.add_jobs(sp, "the sweeps")
     sp.add_argument(
         "--only",
         default=None,

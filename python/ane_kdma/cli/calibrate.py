@@ -34,13 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hypothesis", default=None, help=f"one of {', '.join(h.name for h in hyps.buggy())}"
     )
     sp.add_argument("--mechanism", default=None, help=f"one of {', '.join(mechs.names())}")
-    sp.add_argument(
-        "--jobs",
-        type=common.arg(contract.parse_jobs),
-        default=None,
-        metavar="N",
-        help="processes to spread the workloads over (default: the number of CPUs)",
-    )
+    common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default=None)
     sp.set_defaults(func=run)
 

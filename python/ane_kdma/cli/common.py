@@ -70,6 +70,8 @@ def check_at_most(value: int, limit: int, option: str, why: str) -> None:
 
 positive = arg(positive_int)
 integer = arg(parse_int)
+
+
 def _variant(text: str) -> hyps.Hypothesis | str:
     """A hypothesis name, or "buggy": the reading the chip's profile was fitted with."""
     return "buggy" if text.strip().lower() == "buggy" else hyps.get(text)
@@ -77,6 +79,19 @@ def _variant(text: str) -> hyps.Hypothesis | str:
 
 variant = arg(_variant)
 engine = arg(contract.check_engine)
+
+
+def add_jobs(sp: argparse.ArgumentParser, what: str = "the workloads") -> None:
+    """--jobs N: processes to spread `what` over (0, negative or absurd: one line, exit 2)."""
+    from ane_kdma import contract
+
+    sp.add_argument(
+        "--jobs",
+        type=arg(contract.parse_jobs),
+        default=None,
+        metavar="N",
+        help=f"processes to spread {what} over (default: the number of CPUs)",
+    )
 
 
 def add_common(sp: argparse.ArgumentParser, engine_default: str | None = "model") -> None:

@@ -20,13 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument(
         "--cores", type=common.positive, default=1, help="cores streaming at once (1: per core)"
     )
-    sp.add_argument(
-        "--jobs",
-        type=common.arg(contract.parse_jobs),
-        default=None,
-        metavar="N",
-        help="processes to spread the workloads over (default: the number of CPUs)",
-    )
+    common.add_jobs(sp, "the workloads")
     common.add_common(sp)
     sp.set_defaults(func=run)
 

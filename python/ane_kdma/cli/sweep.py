@@ -26,13 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--d-max", type=common.positive, default=16384, help="last D (16384)")
     sp.add_argument("--d-step", type=common.positive, default=64, help="D step (64)")
     sp.add_argument("--n", type=common.positive, default=4096, help="output channels N (4096)")
-    sp.add_argument(
-        "--jobs",
-        type=common.arg(contract.parse_jobs),
-        default=None,
-        metavar="N",
-        help="processes to spread the workloads over (default: the number of CPUs)",
-    )
+    common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default="analytic")
     sp.set_defaults(func=run)
 

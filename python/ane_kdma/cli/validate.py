@@ -16,13 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="modeled against measured on every bundled dataset; exit 1 outside tolerance",
         description=v.__doc__.split("\n\n")[0],
     )
-    sp.add_argument(
-        "--jobs",
-        type=common.arg(contract.parse_jobs),
-        default=None,
-        metavar="N",
-        help="processes to spread the workloads over (default: the number of CPUs)",
-    )
+    common.add_jobs(sp, "the workloads")
     sp.add_argument(
         "--no-ranking",
         action="store_true",
