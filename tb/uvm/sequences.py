@@ -31,7 +31,9 @@ SMALL_MAX_BYTES = 64 << 10
 LINE_SPACE = 1 << LINE_ADDR_BITS
 
 
-def random_settings(rng: random.Random, kmem_lines: int, multi: bool = False) -> cm.Settings:
+def random_settings(
+    rng: random.Random, kmem_lines: int, multi: bool = False, governed: bool | None = None
+) -> cm.Settings:
     """Run-time settings that keep runs short: notch slow-down at most ~3x.
 
     The window is at least a third of the latency, so even zero credit streams
@@ -42,7 +44,7 @@ def random_settings(rng: random.Random, kmem_lines: int, multi: bool = False) ->
     window = rng.randint(max(1, (latency + 1) // 3), min(kmem_lines, 2 * (latency + 1)))
     rate = rng.randint(RATE_ONE // 2, RATE_ONE)
     ramp = {}
-    if rng.random() < 0.3:  # the issue-rate governor, from a lower start
+    if governed if governed is not None else rng.random() < 0.3:  # the governor, from below
         ramp = {
             "ramp_start_q16": rng.randint(RATE_ONE // 4, rate - 1),
             "ramp_step_lines": rng.randint(1, 400),
@@ -166,11 +168,13 @@ class RandomSizeSeq(KdmaSeq):
         max_bytes: int = SMALL_MAX_BYTES,
         bp: str | None = None,
         wrap: bool = False,
+        governed: bool = False,
     ) -> None:
         super().__init__(name, ctx, count)
         self.max_bytes = max_bytes
         self.bp = bp  # None: random; "lfsr" or "ext": forced
         self.wrap = wrap  # force a crossing of a ring boundary
+        self.governed = governed  # force settings whose governor ramps from below the rate
 
     async def body(self) -> None:
         ctx = self.ctx
@@ -197,7 +201,9 @@ class RandomSizeSeq(KdmaSeq):
                     bp = cm.Backpressure(bp.seed, 1 + bp.threshold % 63)  # mild on long runs
                 ext = self.bp == "ext"
             roll = rng.random()
-            if roll < 0.15:
+            if self.governed:
+                kw["settings"] = random_settings(rng, ctx.geometry.kmem_lines, governed=True)
+            elif roll < 0.15:
                 kw["settings"] = random_settings(rng, ctx.geometry.kmem_lines)
             elif roll < 0.2 and lines <= 4096:
                 kw["settings"] = ctx.chip_settings  # the chip's fitted profile
@@ -290,8 +296,9 @@ class RegressionSeq(KdmaSeq):
 
     `count` is the number of transfers (a split pair counts two). The sweep
     visits every (k, x class) bin once; the directed transfers close the other
-    bins (LFSR and external back-pressure, a ring-wrap crossing, a reset, a
-    split pair, and one random size up to 8 MiB). The rest is drawn by weight.
+    bins (LFSR and external back-pressure, the latter under a governor that
+    ramps from below the core rate, a ring-wrap crossing, a reset, a split
+    pair, and one random size up to 8 MiB). The rest is drawn by weight.
     """
 
     async def body(self) -> None:
@@ -303,7 +310,7 @@ class RegressionSeq(KdmaSeq):
         steps: list[KdmaSeq] = [
             NotchSeq("notch_sweep", ctx, bins=sweep),
             RandomSizeSeq("directed_lfsr", ctx, max_bytes=BIG_MAX_BYTES, bp="lfsr"),
-            RandomSizeSeq("directed_ext", ctx, max_bytes=SMALL_MAX_BYTES, bp="ext"),
+            RandomSizeSeq("directed_ext", ctx, max_bytes=SMALL_MAX_BYTES, bp="ext", governed=True),
             RandomSizeSeq("directed_wrap", ctx, max_bytes=SMALL_MAX_BYTES, wrap=True),
             ResetSeq("directed_reset", ctx),
             SplitPairSeq("directed_split", ctx),
