@@ -92,7 +92,7 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
         # without the closed form, the rows the main report runs on the analytic engine
         # (the ceiling sweep) run on the cycle model too
         mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
-        rows = _evaluate(ctx, mine, h)
+        rows = [r for r in _evaluate(ctx, mine, h) if r.scope != "info"]  # counted rows only
         # RMS over the rows that compare with a measurement (a ceiling row's "error" is its
         # distance below the DRAM's peak, a bound, not a misfit)
         errs = [r.error for r in rows if r.error is not None and r.dataset != "platform"]
