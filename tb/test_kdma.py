@@ -18,7 +18,6 @@ runs lap 1 (all eight under KDMA_FULL=1) and must give the same numbers.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 
 from ane_kdma import chip as chips
 from ane_kdma import cyclemodel as cm
-from ane_kdma import hypotheses
+from ane_kdma import hypotheses, knobs
 from ane_kdma.contract import Task, Workload
 from ane_kdma.engines.cocotb import build_params, job_document
 from ane_kdma.engines.model import counters_of
@@ -50,7 +49,7 @@ def params(hyp: Hypothesis, cores: int = 1, chip: chips.Chip = CHIP) -> dict[str
 
 
 def full_scale(sim: str) -> bool:
-    return sim == "verilator" or os.environ.get("KDMA_FULL") == "1"
+    return sim == "verilator" or knobs.full()
 
 
 def scale_env(sim: str) -> dict[str, str]:
@@ -204,7 +203,7 @@ def test_erratum_regression_testbench(
     """The cocotb erratum regression (every run checked against the model inside) writes
     the numbers the batch engine gives: lap 1, or laps 1..8 under KDMA_FULL=1."""
     out = tmp_path / f"{hyp.name}.json"
-    laps = "1,2,3,4,5,6,7,8" if os.environ.get("KDMA_FULL") == "1" else "1"
+    laps = "1,2,3,4,5,6,7,8" if knobs.full() else "1"
     env = {"KDMA_LAPS": laps, "KDMA_RESULTS": str(out)}
     run(sim, TOP, params(hyp), "cocotb_kdma", "erratum_regression", extra_env=env)
     got = json.loads(out.read_text())

@@ -19,7 +19,7 @@ from dataclasses import replace
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import contract, knobs
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Task, Workload
@@ -31,7 +31,7 @@ from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
 CHIP = chips.load()
 RING = CHIP.ring_lines
 LINE_SPACE = 1 << LINE_ADDR_BITS
-SEED = int(os.environ.get("KDMA_SEED", "20261130"), 0)
+SEED = int(knobs.get("KDMA_SEED", 20261130))  # type: ignore[call-overload]
 #: per hypothesis, the builds it runs on (a 16-core build covers 1..16 enabled cores);
 #: two builds each, the ones tb/ and the CLI build anyway (and a 3-core one): a cold
 #: `make test` stays short
