@@ -27,7 +27,7 @@ from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses, knobs
 from ane_kdma.contract import CoreCounters, Counters, Task
 from ane_kdma.engines.model import counters_of
-from ane_kdma.hw import LINE_BYTES, RATE_ONE
+from ane_kdma.hw import LINE_BYTES, RATE_ONE, RTL_SETTINGS
 from ane_kdma.hypotheses import Geometry, Hypothesis
 
 #: per core, the tasks it is given back to back (None: the core sits out)
@@ -137,16 +137,7 @@ def drive_task(dut, tasks: Sequence[Task | None], bp: cm.Backpressure | None) ->
     dut.bp_threshold_i.value = bp.threshold if bp else 0
 
 
-#: the run-time settings kdma_tb_top has inputs for
-DRIVEN_SETTINGS = (
-    "latency",
-    "window",
-    "core_rate_q16",
-    "agg_rate_q16",
-    "ramp_start_q16",
-    "ramp_step_lines",
-    "ramp_inc_q16",
-)
+DRIVEN_SETTINGS = RTL_SETTINGS  # the inputs kdma_tb_top has
 
 
 def apply_settings(dut, build: Build, s: cm.Settings) -> None:

@@ -32,14 +32,14 @@ from ane_kdma.contract import CoreCounters, Counters, Result, Workload
 from ane_kdma.engines.cocotb import build_params, check_chip
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
-from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hw import LINE_BYTES, RTL_SETTINGS
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness" / "kdma_batch.cpp"
 EXE = "kdma_batch"
 TOP = "kdma_top"
-#: the run-time settings kdma_top has inputs for (tb/kdma_tb.py DRIVEN_SETTINGS)
+DRIVEN = RTL_SETTINGS
 DRIVEN = (
     "latency",
     "window",
