@@ -332,3 +332,98 @@ def test_a_signalled_sweep_leaves_the_old_set_and_no_temporary_files(
         assert _digest(out) == old
     assert _names(tmp_path) == ["out"]
     assert not [n for n in _names(out) if n.startswith(".")]
+
+
+# --------------------------------------------------------------------------- the real entry point
+
+# A user's shell leaves Python's stdout block-buffered: the failed write then shows only at
+# the final flush, at exit. Each case runs with and without PYTHONUNBUFFERED.
+_DUMP = str(Path(__file__).resolve().parents[1] / "data" / "dumps" / "m3_n4096_d2048.txt")
+STDOUT_COMMANDS = {
+    "llm --list": ["llm", "--list"],
+    "predict": ["predict", "--bytes-per-core", "65536", "--engine", "analytic"],
+    "dump": ["dump", "--d", "2048", "--n", "4096"],
+    "replay": ["replay", _DUMP, "--engine", "analytic"],
+    "bench --help": ["bench", "--help"],
+    "--help": ["--help"],
+}
+
+
+def _env(unbuffered: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("name", list(STDOUT_COMMANDS))
+def test_a_full_disk_on_stdout_is_one_line_and_2(name: str, unbuffered: bool) -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ane_kdma.cli", *STDOUT_COMMANDS[name]],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(unbuffered),
+            timeout=120,
+        )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "ane-kdma: cannot write to standard output: No space left on device\n",
+    )
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("name", ["llm --list", "dump", "--help"])
+def test_a_reader_that_goes_away_ends_it_quietly_with_141(name: str, unbuffered: bool) -> None:
+    """`| head -c 0`: no message, status 128 + SIGPIPE, what a shell shows for cat or grep."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ane_kdma.cli", *STDOUT_COMMANDS[name]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(unbuffered),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the first write reaches the pipe
+    err = proc.stderr.read()
+    assert (proc.wait(timeout=120), err) == (141, b"")
+
+
+# The child interrupts itself while main() imports the sub-commands (numpy, the engines):
+# deterministic, where a signal sent after a delay would land anywhere in start-up.
+_INTERRUPT_DURING_IMPORT = """
+import os, signal, sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == sys.argv[1]:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+from ane_kdma.cli import main
+sys.exit(main(["predict", "--bytes-per-core", "65536"]))
+"""
+
+
+@pytest.mark.parametrize("module", ["numpy", "ane_kdma.cli.common", "ane_kdma.cli.bench"])
+def test_ctrl_c_during_start_up_is_one_line_and_130(module: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_DURING_IMPORT, module],
+        capture_output=True,
+        text=True,
+        env=_env(False),
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "ane-kdma: interrupted\n", "")
+
+
+def test_the_entry_module_imports_nothing_heavy() -> None:
+    """What runs before main()'s handlers: the entry module and the standard library only."""
+    code = (
+        "import sys; before = set(sys.modules); import ane_kdma.cli; "
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith(('ane_kdma', 'numpy'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert out.strip() == "['ane_kdma', 'ane_kdma.cli']"

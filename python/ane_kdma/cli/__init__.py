@@ -3,6 +3,11 @@
 Every sub-command prints a table, or exactly one JSON document with --json,
 and takes --chip NAME|DIR (m3 by default). Bad input gets one line on stderr
 and exit status 2, never a traceback.
+
+This module is the console script's entry point, so it imports nothing heavy
+at module level: the sub-commands (numpy and the engines behind them) are
+imported inside :func:`main`, after its handlers are in place, so that a
+Ctrl-C during start-up ends in one line and status 130, not a traceback.
 """
 
 from __future__ import annotations
@@ -10,37 +15,37 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
 
-from ane_kdma.cli import (
-    bench,
-    calibrate,
-    dump,
-    erratum,
-    llm,
-    patch,
-    plan,
-    predict,
-    replay,
-    sweep,
-    validate,
+COMMAND_NAMES = (
+    "predict",
+    "replay",
+    "erratum",
+    "plan",
+    "llm",
+    "patch",
+    "validate",
+    "sweep",
+    "calibrate",
+    "dump",
+    "bench",
 )
-from ane_kdma.cli.common import (
-    GuardedStdout,
-    OutputError,
-    Parser,
-    PipeClosed,
-    say,
-    silence,
-)
-from ane_kdma.errors import InputError
-
-COMMANDS = (predict, replay, erratum, plan, llm, patch, validate, sweep, calibrate, dump, bench)
 
 
-def build_parser() -> Parser:
-    p = Parser(prog="ane-kdma", description=__doc__.split("\n\n")[0])
+def commands() -> tuple[ModuleType, ...]:
+    """The sub-command modules, imported on first use (each has register(sub) and run(args))."""
+    import importlib
+
+    return tuple(importlib.import_module(f"ane_kdma.cli.{name}") for name in COMMAND_NAMES)
+
+
+def build_parser() -> Any:  # -> common.Parser (imported lazily)
+    from ane_kdma.cli.common import Parser
+
+    p = Parser(prog="ane-kdma", description=(__doc__ or "").split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for cmd in COMMANDS:
+    for cmd in commands():
         cmd.register(sub)
     return p
 
@@ -53,33 +58,33 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+def _say(message: str) -> None:
+    """common.say without importing common (it may be what was interrupted)."""
+    try:
+        print(f"ane-kdma: {message}", file=sys.stderr, flush=True)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every way it can end is an exit status and at most one stderr line.
 
-    Bad input: one line, status 2. A failed write to stdout (full disk, closed
-    stdout): one line, status 2; a closed pipe: quiet, status 141 (SIGPIPE), as
-    standard tools end. Ctrl-C: one line, status 130; SIGTERM: status 143,
+    Bad input: one line, status 2. A failed write to stdout (a full disk, a
+    closed stdout), the flush at the end included: one line, status 2. A
+    closed pipe (``| head``): quiet, status 141 = 128 + SIGPIPE, the status a
+    shell shows for cat, grep or yes killed by SIGPIPE (a status, not a
+    death by the signal, so that main() can also be called in-process).
+    Ctrl-C, start-up included: one line, status 130; SIGTERM: status 143,
     after temporary files are removed.
     """
-    saved = sys.stdout
-    sys.stdout = out = GuardedStdout(saved)
+    # Python's own SIGINT handler raises KeyboardInterrupt (or SIGINT is ignored, as in a
+    # background job: left so); the try below covers the imports of the sub-commands.
     old_term = _set_handler(signal.SIGTERM, _on_sigterm)
+    saved = sys.stdout
     try:
-        args = build_parser().parse_args(argv)
-        status = int(args.func(args) or 0)
-        out.flush()  # a write that fails shows here, not as noise at exit
-        return status
-    except InputError as exc:
-        say(str(exc))
-        return 2
-    except OutputError as exc:
-        say(f"cannot write to standard output: {exc}")
-        return 2
-    except PipeClosed:
-        silence(saved)
-        return 128 + signal.SIGPIPE
+        return _main(argv, saved)
     except KeyboardInterrupt:
-        say("interrupted")
+        _say("interrupted")
         return 128 + signal.SIGINT
     except _Terminated:
         return 128 + signal.SIGTERM
@@ -88,13 +93,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         _set_handler(signal.SIGTERM, old_term)
 
 
-def _set_handler(signum: int, handler: object) -> object:
+def _main(argv: Sequence[str] | None, saved: Any) -> int:
+    from ane_kdma.cli.common import GuardedStdout, OutputError, PipeClosed, say, silence
+    from ane_kdma.errors import InputError
+
+    sys.stdout = out = GuardedStdout(saved)
+    try:
+        status = _run(argv)
+        out.flush()  # a write that fails shows here, not as noise at exit
+        return status
+    except InputError as exc:
+        say(str(exc))
+        return 2
+    except OutputError as exc:
+        say(f"cannot write to standard output: {exc}")
+        silence(saved)  # what could not be written is dropped, so the exit flush stays quiet
+        return 2
+    except PipeClosed:
+        silence(saved)
+        return 128 + signal.SIGPIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse and run; --help and --version (argparse's own exits) are statuses too."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse printed --help: its text is flushed like any output
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    return int(args.func(args) or 0)
+
+
+def _set_handler(signum: int, handler: Any) -> Any:
     """Install a signal handler where one can be (the main thread); the old one, or None."""
     if handler is None:
         return None
     try:
-        return signal.signal(signum, handler)  # type: ignore[arg-type]
-    except (ValueError, OSError):  # not the main thread
+        return signal.signal(signum, handler)
+    except (ValueError, OSError, TypeError):  # not the main thread
         return None
 
 
