@@ -15,6 +15,7 @@ import io
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from ane_kdma import chip as chips
 from ane_kdma import hypotheses as hyps
 from ane_kdma.cli import main
-from ane_kdma.patch import NEEDS, coreml, load, patch
+from ane_kdma.patch import NEEDS, patch
 from ane_kdma.plan import Weight, in_window, lines_of, plan_weight
 
 CHIP = chips.load()
@@ -31,9 +32,32 @@ FAST = "analytic"
 RNG_SEED = 20260810
 
 
-def _cm():
+def coreml() -> SimpleNamespace:
+    """The coremltools pieces the tests build and read programs with (quietly imported)."""
     pytest.importorskip("coremltools")
+    with contextlib.redirect_stderr(io.StringIO()):
+        import coremltools as ct
+        from coremltools.converters.mil import Builder as mb
+        from coremltools.converters.mil.frontend.milproto import load as milload
+        from coremltools.converters.mil.mil import types
+    return SimpleNamespace(ct=ct, mb=mb, milload=milload, types=types)
+
+
+def _cm() -> SimpleNamespace:
     return coreml()
+
+
+def load(path: Path, cm: SimpleNamespace) -> SimpleNamespace:
+    """A saved package as coremltools reads it: its spec and its MIL program (every function)."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        model = cm.ct.models.MLModel(str(path), skip_model_load=True)
+        spec = model.get_spec()
+        prog = cm.milload.load(
+            spec,
+            specification_version=spec.specificationVersion,
+            file_weights_dir=model.weights_dir,
+        )
+    return SimpleNamespace(spec=spec, program=prog, model=model)
 
 
 def _q(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -321,7 +345,9 @@ def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
     _, src, _, _, report = notched
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
     out = capsys.readouterr().out
-    assert f"8 constant fp16 weights; would split {len(report['changed'])}" in out
+    # the contract moved: compressed weights count too, and the axis is named
+    assert f"8 stored weights; would split {len(report['changed'])} along cin" in out
+    assert "decode step (every stored weight once, marginal times):" in out
     assert all(c["op"] in out for c in report["changed"])
 
 
@@ -344,8 +370,8 @@ def test_not_a_package_is_one_line(
     broken = tmp_path / "broken.mlpackage"
     broken.mkdir()
     (broken / "Manifest.json").write_text("{]")
-    _one_line(capsys, ["patch", str(broken), "--dry-run"], "not a readable Core ML package")
-    _one_line(capsys, ["patch", str(tmp_path / "none.mlpackage"), "--dry-run"], "not an .mlpackage")
+    _one_line(capsys, ["patch", str(broken), "--dry-run"], "Manifest.json does not name the model")
+    _one_line(capsys, ["patch", str(tmp_path / "none.mlpackage"), "--dry-run"], "No such file")
     _one_line(capsys, ["patch", str(src)], "OUT.mlpackage")
     _one_line(capsys, ["patch", str(src), str(dst)], "exists")
     _one_line(capsys, ["patch", str(src), str(tmp_path / "no" / "x.mlpackage")], "no such folder")

@@ -24,6 +24,7 @@ from ane_kdma.hw import lap_and_offset
 from ane_kdma.llm import PROJECTIONS, from_hf_dict, get_model, load_models, read_config
 from ane_kdma.plan import (
     AXIS_RANK,
+    DEFAULT_AXIS,
     GAIN,
     TIE,
     Weight,
@@ -63,8 +64,8 @@ SHAPES = [
 ]
 
 
-def _row(text: str, bits: int = 16, shards: int = 1, engine: str = FAST):
-    return plan_weight(Weight.parse(text, bits, shards), CHIP, BUGGY, engine)
+def _row(text: str, bits: int = 16, shards: int = 1, engine: str = FAST, axis: str = "cin"):
+    return plan_weight(Weight.parse(text, bits, shards), CHIP, BUGGY, engine, axis)
 
 
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
@@ -121,10 +122,12 @@ def _near_laps(n: int, seed: int = 7) -> list[tuple[str, int, int]]:
     return out
 
 
+@pytest.mark.parametrize("axis", ["cin", "cout"])
 @pytest.mark.parametrize("text,bits,shards", SHAPES + _near_laps(24), ids=lambda v: str(v))
-def test_plan_invariants(text: str, bits: int, shards: int) -> None:
+def test_plan_invariants(text: str, bits: int, shards: int, axis: str) -> None:
     w = Weight.parse(text, bits, shards)
-    r = plan_weight(w, CHIP, BUGGY, FAST)
+    r = plan_weight(w, CHIP, BUGGY, FAST, axis)
+    assert r.search_axis == axis and r.axis in ("none", "shards", axis)
     lines = lines_of(r.bytes_per_core, CHIP)
     assert r.bytes_per_core == w.bytes_per_core(CHIP.cores) and r.lines_per_core == lines
     assert (r.k, r.x) == lap_and_offset(lines, RING)
@@ -164,9 +167,10 @@ def test_choice_is_the_simplest_of_the_fastest(text: str, bits: int, shards: int
 
 
 def test_the_issues_prime_shapes_split_along_cout_in_two_or_three() -> None:
-    """Cout / 16 prime: unequal whole-group parts do what equal ones cannot."""
+    """Cout / 16 prime: unequal whole-group parts do what equal ones cannot (--axis cout; the
+    default axis is Cin since issue 14, so this asks for Cout)."""
     for text in ("128x65584", "512x16336"):
-        r = _row(text)
+        r = _row(text, axis="cout")
         assert r.in_window and r.affected, text
         assert r.axis == "cout" and r.splits <= 3, (text, r.axis, r.splits)
         w = Weight.parse(text)
@@ -183,18 +187,25 @@ def test_gemma_lm_head_needs_few_tasks() -> None:
     assert r.axis == "shards" or r.splits <= 3
 
 
-def test_cout_ranks_before_cin_at_equal_tasks() -> None:
-    """2048x8192 cuts either way into two clear tasks; Cout is bit-exact, so Cout."""
-    cands, clears = candidates(Weight(2048, 8192), CHIP)
-    assert clears and {c.axis for c in cands if c.tasks == 2} == {"cout", "cin"}
-    r = _row("2048x8192")
-    assert r.affected and r.axis == "cout"
+def test_the_axis_is_cin_unless_asked() -> None:
+    """2048x8192 cuts either way into two clear tasks. The default searches Cin only (partial
+    sums, as the article and the public Core ML pass cut, issue 14); --axis cout searches Cout
+    only. (Until issue 14 both were searched and Cout won the tie as bit-exact.)"""
+    for axis in ("cin", "cout"):
+        cands, clears = candidates(Weight(2048, 8192), CHIP, axis)
+        assert clears and {c.axis for c in cands if c.tasks == 2} == {axis}
+        assert {c.axis for c in cands} == {"none", axis}
+        r = _row("2048x8192", axis=axis)
+        assert r.affected and r.axis == axis
+    assert _row("2048x8192").axis == DEFAULT_AXIS == "cin"
 
 
 def test_cin_when_cout_cannot_split() -> None:
     """Sixteen output channels are one group: only partial sums can cut it."""
     r = _row("524288x16")
     assert (r.k, r.x) == (1, 0) and r.affected and r.axis == "cin"
+    r = _row("524288x16", axis="cout")  # asked for Cout, one group cannot be cut
+    assert r.in_window and not r.affected and (r.axis, r.splits) == ("none", 1)
 
 
 def test_in_window_but_nothing_to_cut_is_said_so() -> None:
@@ -206,14 +217,14 @@ def test_in_window_but_nothing_to_cut_is_said_so() -> None:
 
 @pytest.mark.parametrize("text", ["2022x4096", "2076x4096", "2048x4096", "4096x4096"])
 def test_never_no_split_where_a_simple_split_helps(text: str) -> None:
-    """Independent of the search: if halving along Cout gains more than 1%, it is affected."""
+    """Independent of the search: if halving along Cout gains more than 1%, a Cout plan is made."""
     w = Weight.parse(text)
     total = w.bytes_per_core(CHIP.cores)
     groups = w.groups(CHIP.cores)
     half = groups // 2 * w.group_bits() // 8
     one, two = (workload(c, CHIP) for c in ([total], [half, total - half]))
     t1, t2 = (r.time_us for r in contract.run_many(FAST, BUGGY, CHIP, [one, two]))
-    r = plan_weight(w, CHIP, BUGGY, FAST)
+    r = plan_weight(w, CHIP, BUGGY, FAST, "cout")
     if t2 < (1 - GAIN) * t1:
         assert r.affected and r.time_us_after <= t2 * (1 + TIE)
 
@@ -254,7 +265,7 @@ def test_plan_explain_in_words(capsys: pytest.CaptureFixture[str]) -> None:
     )
     out = capsys.readouterr().out
     assert "inside the +/-256-line window" in out and "outside the +/-256-line window" in out
-    assert "chosen: Cout" in out and "left whole" in out and "rejected:" in out
+    assert "chosen: Cin" in out and "left whole" in out and "rejected:" in out  # Cin: issue 14
     rows = _json(capsys, ["plan", "--shape", "2048x4096", "--engine", FAST, "--explain", "--json"])
     assert rows[0]["explanation"][0].startswith(
         "2048x4096 (fp16): 1048576 B per core = 16384 lines"

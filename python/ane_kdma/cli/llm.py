@@ -6,7 +6,7 @@ import argparse
 import json
 
 from ane_kdma.cli import common
-from ane_kdma.cli.plan import add_variant, add_weight_options
+from ane_kdma.cli.plan import add_axis, add_variant, add_weight_options
 from ane_kdma.errors import InputError
 from ane_kdma.llm import SCOPES, decode_rate, get_model, load_models, read_config
 
@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         sp, None, "LM-head shards (default: the model's; 8 for Llama, 16 for Qwen and Gemma)"
     )
     add_variant(sp)
+    add_axis(sp)
     common.add_common(sp)
     sp.set_defaults(func=run)
 
@@ -61,13 +62,14 @@ def run(args: argparse.Namespace) -> int:
         scope=args.scope,
         bits=args.dtype,
         lm_head_shards=args.lm_head_shards,
+        axis=args.axis,
     )
     if args.json:
         print(json.dumps(doc))
         return 0
     print(
         f"{doc['label']}: {doc['dtype']}, {doc['variant']} hardware, chip {chip.name}, "
-        f"{doc['engine']} engine; the patch splits {args.scope}"
+        f"{doc['engine']} engine; the patch splits {args.scope} along {doc['axis']}"
     )
     keys = ("tok_s_unsplit", "tok_s_split", "gbps_unsplit", "gbps_split")
     common.print_table([doc], keys)

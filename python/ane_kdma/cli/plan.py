@@ -7,7 +7,15 @@ import json
 
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
-from ane_kdma.plan import DTYPE_BITS, PlanRow, Weight, dtype_bits, plan_weight
+from ane_kdma.plan import (
+    AXES,
+    DEFAULT_AXIS,
+    DTYPE_BITS,
+    PlanRow,
+    Weight,
+    dtype_bits,
+    plan_weight,
+)
 
 MAX_SHAPES = 64  # a command line's worth; each shape is planned in well under a second
 TABLE = (
@@ -37,6 +45,17 @@ def add_variant(sp: argparse.ArgumentParser) -> None:
     )
 
 
+def add_axis(sp: argparse.ArgumentParser) -> None:
+    """--axis, as plan, llm and patch take it: the axis a weight is cut along."""
+    sp.add_argument(
+        "--axis",
+        default=DEFAULT_AXIS,
+        choices=list(AXES),
+        help=f"cut along Cin as partial sums joined by adds ({DEFAULT_AXIS}, patch's default) "
+        "or along Cout joined by a concat",
+    )
+
+
 def add_weight_options(sp: argparse.ArgumentParser, shards: int | None, shards_help: str) -> None:
     """--dtype and --lm-head-shards, as plan and llm take them."""
     sp.add_argument(
@@ -56,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--shape", action="append", required=True, metavar="CINxCOUT", help="also CINxCOUTxKHxKW"
     )
     add_variant(sp)
+    add_axis(sp)
     add_weight_options(sp, 1, "each shape is an LM head (Cout = vocabulary) issued as N shards")
     sp.add_argument("--explain", action="store_true", help="the reasoning, in words")
     common.add_common(sp)
@@ -78,14 +98,16 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{len(args.shape)} shapes: at most {MAX_SHAPES} per call")
     chip = common.load_chip(args)
     weights = [Weight.parse(t, args.dtype, args.lm_head_shards).check(chip) for t in args.shape]
-    rows: list[PlanRow] = [plan_weight(w, chip, args.variant, args.engine) for w in weights]
+    rows: list[PlanRow] = [
+        plan_weight(w, chip, args.variant, args.engine, args.axis) for w in weights
+    ]
     if args.json:
         print(json.dumps([r.as_dict(args.explain) for r in rows]))
         return 0
     shards = f", LM heads in {args.lm_head_shards} shards" if args.lm_head_shards > 1 else ""
     print(
         f"split plan for {args.variant.name} hardware, chip {chip.name}, "
-        f"{rows[0].dtype}{shards}; times on the {rows[0].engine} engine "
+        f"{rows[0].dtype}{shards}; cut along {args.axis}; times on the {rows[0].engine} engine "
         f"(searched on {rows[0].search_engine}); chunks in bytes per core"
     )
     table = [{**r.as_dict(), "chunks": chunks_text(r.chunk_bytes_per_core)} for r in rows]

@@ -11,7 +11,8 @@ The model of a token (assumptions, written down, not fitted):
   measured per submission, and a decode step is not one submission per
   weight, so this is a lower bound on overhead;
 * the DMA streams stored bytes (int8 and int4 weights are moved packed);
-* the plan is `plan`'s, weight by weight, on the same hypothesis; only the
+* the plan is `plan`'s, weight by weight, on the same hypothesis and along
+  the axis `patch` cuts (Cin partial sums unless ``--axis cout``); only the
   projections in `scope` are split, as a patch would (`mlp` is the article's
   Llama patch and ANEMLL's knob). GB/s counts the unsplit bytes for both.
 """
@@ -25,7 +26,7 @@ from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.llm.models import SCOPES, ModelConfig
-from ane_kdma.plan import Decision, Weight, decide, dtype_name
+from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, decide, dtype_name
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,10 @@ def decode_rate(
     scope: str = "all",
     bits: int = 16,
     lm_head_shards: int | None = None,
+    axis: str = DEFAULT_AXIS,
 ) -> dict[str, object]:
-    """Tokens/s and GB/s, unsplit and patched, with a per-projection breakdown."""
+    """Tokens/s and GB/s, unsplit and patched along `axis` (patch's default unless asked
+    otherwise), with a per-projection breakdown."""
     if scope not in SCOPES:
         raise InputError(f"unknown scope {scope!r} (one of: {', '.join(SCOPES)})")
     h = h or hyps.get("buggy")
@@ -68,7 +71,7 @@ def decode_rate(
     total_bytes = 0
     for p in model.projections(bits, lm_head_shards):
         if p.weight not in decided:
-            decided[p.weight] = decide(p.weight, chip, h, engine, marginal=True)
+            decided[p.weight] = decide(p.weight, chip, h, engine, marginal=True, axis=axis)
         d = decided[p.weight]
         costs.append(ProjectionCost(p.name, p.count, d, p.name in SCOPES[scope]))
         total_bytes += p.count * d.before.count * chip.cores * sum(d.before.chunk_bytes)
@@ -96,6 +99,7 @@ def decode_rate(
         "dtype": dtype_name(bits),
         "variant": h.name,
         "engine": engine,
+        "axis": axis,
         "lm_head_shards": costs[-1].decision.weight.shards,
         "tok_s_unsplit": round(1e6 / t_unsplit, 3),
         "tok_s_split": round(1e6 / t_split, 3),

@@ -24,7 +24,16 @@ from ane_kdma.plan.planner import (
     timings,
     workload,
 )
-from ane_kdma.plan.search import AXIS_RANK, MAX_PARTS, Candidate, candidates, unsplit
+from ane_kdma.plan.search import (
+    AXES,
+    AXIS_RANK,
+    DEFAULT_AXIS,
+    MAX_PARTS,
+    Candidate,
+    candidates,
+    check_axis,
+    unsplit,
+)
 from ane_kdma.plan.weight import (
     DTYPE_BITS,
     Weight,
@@ -37,7 +46,9 @@ from ane_kdma.plan.weight import (
 )
 
 __all__ = [
+    "AXES",
     "AXIS_RANK",
+    "DEFAULT_AXIS",
     "DTYPE_BITS",
     "GAIN",
     "MAX_PARTS",
@@ -48,6 +59,7 @@ __all__ = [
     "Timing",
     "Weight",
     "candidates",
+    "check_axis",
     "clearance",
     "decide",
     "dtype_bits",

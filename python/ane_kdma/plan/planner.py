@@ -37,7 +37,15 @@ from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.hw import lap_and_offset
 from ane_kdma.hypotheses import Hypothesis
-from ane_kdma.plan.search import AXIS_RANK, MAX_PARTS, SHARD_REACH, Candidate, candidates, unsplit
+from ane_kdma.plan.search import (
+    AXIS_RANK,
+    DEFAULT_AXIS,
+    MAX_PARTS,
+    SHARD_REACH,
+    Candidate,
+    candidates,
+    unsplit,
+)
 from ane_kdma.plan.weight import Weight, dtype_name, in_window, lines_of, window_lines
 
 SEARCH_ENGINE = "analytic"
@@ -110,6 +118,7 @@ class Search:
     proposed: Candidate
     clears: bool  # the splits offered all clear the window
     engine: str
+    axis: str = DEFAULT_AXIS  # the axis searched
 
     @property
     def best_us(self) -> float:
@@ -119,9 +128,11 @@ class Search:
         return next(t for cand, t in self.ranked if cand == c)
 
 
-def search(w: Weight, chip: Chip, h: Hypothesis, fallback_engine: str) -> Search:
-    """Predict every candidate and apply the tie rule (see the module docstring)."""
-    cands, clears = candidates(w, chip)
+def search(
+    w: Weight, chip: Chip, h: Hypothesis, fallback_engine: str, axis: str = DEFAULT_AXIS
+) -> Search:
+    """Predict every candidate along `axis` and apply the tie rule (see the module docstring)."""
+    cands, clears = candidates(w, chip, axis)
     engine = SEARCH_ENGINE
     try:
         times = timings(engine, h, chip, cands)
@@ -140,7 +151,7 @@ def search(w: Weight, chip: Chip, h: Hypothesis, fallback_engine: str) -> Search
         eligible,
         key=lambda ct: (ct[0].tasks, AXIS_RANK[ct[0].axis], -ct[0].clearance(chip), ct[1]),
     )[0]
-    return Search(tuple(ranked), proposed, clears, engine)
+    return Search(tuple(ranked), proposed, clears, engine, axis)
 
 
 @dataclass(frozen=True)
@@ -166,12 +177,17 @@ class Decision:
 
 
 def decide(
-    w: Weight, chip: Chip, h: Hypothesis, engine: str = "model", marginal: bool = False
+    w: Weight,
+    chip: Chip,
+    h: Hypothesis,
+    engine: str = "model",
+    marginal: bool = False,
+    axis: str = DEFAULT_AXIS,
 ) -> Decision:
-    """Search, then run the unsplit weight and the pick on `engine` and apply the GAIN rule."""
+    """Search along `axis`, run the unsplit weight and the pick on `engine`, apply the GAIN rule."""
     check = contract.check_engine(engine)
     w.check(chip)
-    s = search(w, chip, h, check)
+    s = search(w, chip, h, check, axis)
     before = unsplit(w, chip)
     split = s.proposed != before
     ts = timings(check, h, chip, [before, s.proposed] if split else [before], marginal)
@@ -217,6 +233,7 @@ class PlanRow:
     variant: str
     engine: str
     search_engine: str
+    search_axis: str  # the axis searched: patch's default unless --axis says otherwise
     explanation: list[str] = field(default_factory=list, compare=False)
 
     def as_dict(self, explain: bool = False) -> dict[str, object]:
@@ -226,9 +243,12 @@ class PlanRow:
         return d
 
 
-def plan_weight(w: Weight, chip: Chip, h: Hypothesis, engine: str = "model") -> PlanRow:
-    """The plan for one weight, with the fixed hardware's time and two rejected alternatives."""
-    d = decide(w, chip, h, engine)
+def plan_weight(
+    w: Weight, chip: Chip, h: Hypothesis, engine: str = "model", axis: str = DEFAULT_AXIS
+) -> PlanRow:
+    """The plan for one weight along `axis` (the one `patch` would cut by default), with the
+    fixed hardware's time and two rejected alternatives."""
+    d = decide(w, chip, h, engine, axis=axis)
     fixed = timings(d.engine, hyps.get(hyps.FIXED), chip, [d.before])[0]
     alts = _alternatives(d, chip)
     alt_times = timings(d.engine, h, chip, alts) if alts else []
@@ -265,6 +285,7 @@ def plan_weight(w: Weight, chip: Chip, h: Hypothesis, engine: str = "model") -> 
         variant=h.name,
         engine=d.engine,
         search_engine=d.search.engine,
+        search_axis=d.search.axis,
     )
     return _with_explanation(row, d, chip)
 
@@ -331,10 +352,13 @@ def _with_explanation(row: PlanRow, d: Decision, chip: Chip) -> PlanRow:
         f"unsplit: {row.time_us_before} us on {row.variant} hardware ({row.engine} engine); "
         f"{row.time_us_fixed} us with the fix.",
     ]
-    space = (
-        f"Cout in whole {chip.cores}-channel groups, Cin in whole-line chunks, "
-        f"2..{MAX_PARTS} tasks"
-        + (f" per shard, or up to {SHARD_REACH} more shards" if w.shards > 1 else "")
+    along = (
+        f"Cout in whole {chip.cores}-channel groups"
+        if s.axis == "cout"
+        else "Cin in whole-line chunks (partial sums, patch's default axis)"
+    )
+    space = f"{along}, 2..{MAX_PARTS} tasks" + (
+        f" per shard, or up to {SHARD_REACH} more shards" if w.shards > 1 else ""
     )
     cleared = (
         f"every task at least {win} lines from a multiple of {ring:#x}"

@@ -15,9 +15,10 @@ task sizes. Three axes give such lists:
   weight, one task each); never fewer, since the shard count a model was
   built with bounds each shard's size for reasons of its own.
 
-For each axis and part count 2..MAX_PARTS the space is sampled, not
-enumerated: the near-equal cut, and cuts of S - 1 equal parts plus a
-remainder, scanned over two ring lengths around the balance point
+A plan cuts along one axis, the one asked for (Cin by default: see
+DEFAULT_AXIS); an LM head may also be re-sharded. For each part count
+2..MAX_PARTS the space is sampled, not enumerated: the near-equal cut, and
+cuts of S - 1 equal parts plus a remainder, scanned over two ring lengths around the balance point
 (vectorised: O(ring) integer work, no engine runs), keeping the most
 balanced cut that clears the window, the one farthest from any multiple, and
 the most balanced one with twice the clearance. A split is offered only if
@@ -43,6 +44,12 @@ MAX_PARTS = 8  # tasks per weight (per shard); the Core ML pass takes 2..8 too
 SHARD_REACH = 16  # an LM head may be re-sharded to N + 1 .. min(2N, N + this) shards
 #: at equal task counts: no change, then bit-exact cuts, then partial sums
 AXIS_RANK = {"none": 0, "cout": 1, "shards": 2, "cin": 3}
+#: the axes a weight may be cut along (`patch --axis`, `plan --axis`, `llm --axis`)
+AXES = ("cin", "cout")
+#: partial reductions along Cin, as the article's patch and the public Core ML pass cut: two
+#: tasks joined by adds stay two tasks, while a Cout cut joined by a concat is the shape a
+#: compiler may merge back into one convolution (nothing here can run the ANE compiler)
+DEFAULT_AXIS = "cin"
 
 
 @dataclass(frozen=True)
@@ -98,20 +105,26 @@ def unsplit(w: Weight, chip: Chip) -> Candidate:
     return Candidate("none", (w.shard_cout,), (w.bytes_per_core(chip.cores),), w.shards)
 
 
-def candidates(w: Weight, chip: Chip) -> tuple[list[Candidate], bool]:
-    """The unsplit weight first, then every split offered; True if the splits clear the window."""
+def check_axis(axis: str) -> str:
+    if axis not in AXES:
+        raise InputError(f"unknown axis {axis[:20]!r} (one of: {', '.join(AXES)})")
+    return axis
+
+
+def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Candidate], bool]:
+    """The unsplit weight first, then every split offered along `axis` (and an LM head's
+    re-shardings); True if the splits clear the window."""
     clear: list[Candidate] = []
     fallback: list[Candidate] = []
-    for make, (units, step, bits) in (
-        (_cout, _cout_units(w, chip)),
-        (_cin, _cin_units(w, chip)),
-    ):
-        for parts in range(2, MAX_PARTS + 1):
-            near, picks = _compositions(units, parts, step, bits, chip)
-            if near is not None:
-                fallback.append(make(w, chip, near))
-                picks = [near, *picks]
-            clear.extend(make(w, chip, p) for p in picks)
+    axes = {"cout": (_cout, _cout_units), "cin": (_cin, _cin_units)}
+    make, units_of = axes[check_axis(axis)]
+    units, step, bits = units_of(w, chip)
+    for parts in range(2, MAX_PARTS + 1):
+        near, picks = _compositions(units, parts, step, bits, chip)
+        if near is not None:
+            fallback.append(make(w, chip, near))
+            picks = [near, *picks]
+        clear.extend(make(w, chip, p) for p in picks)
     clear.extend(_reshards(w, chip))
     splits = _unique([c for c in clear if c.clear(chip)])
     if splits:

@@ -1,0 +1,388 @@
+"""`patch`: rewrite a Core ML ML Program so that no weight streams in the notch.
+
+Why a rewrite and not only numbers: the split only helps once the compiler is
+handed separate weights. ``patch`` reads the package's protobuf (coremltools'
+proto modules, the optional extra ``coreml``), finds every conv, linear and
+matmul whose weight is stored (dense, palettized or quantized: see
+:mod:`.graph`), plans each weight exactly as ``plan`` does (same search, same
+hypothesis, same engine check, the same axis), and replaces each affected op
+by its parts (:mod:`.rewrite`): partial sums along Cin by default, a concat of
+Cout slices with ``--axis cout``.
+
+What it keeps: every model input and output, name and place; every other op,
+function and attribute as it was (a multifunction package stays one, with
+its default function); every weight byte once (the new weight file is
+written from byte ranges of the old one, the split weights' originals
+dropped unless another op still reads them, shared tensors written once).
+What it never does: write into its input, decompress a weight, or leave a
+partial output package (:mod:`.package`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ane_kdma.chip import Chip
+from ane_kdma.errors import InputError
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.patch import blobs, graph, package, rewrite
+from ane_kdma.patch.graph import Left, Target
+from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, check_axis, decide, in_window, lines_of
+
+NEEDS = "patch needs the 'coreml' extra: pip install -e '.[coreml]'"
+DIGITS = 3
+
+__all__ = ["NEEDS", "patch"]
+
+
+def _proto() -> None:
+    try:
+        graph.pb()
+    except ImportError:
+        raise InputError(NEEDS) from None
+
+
+_SUFFIX = re.compile(r"(_weight)?(_to_fp16|_to_fp32|_cast_fp16|_palettized|_quantized|_0)*$")
+
+
+def layer_of(weight_name: str) -> str:
+    """The layer a converter's weight name comes from: model_layers_0_mlp_gate_proj_weight_to_fp16
+    -> model_layers_0_mlp_gate_proj (PyTorch's dots became underscores; they are not restored)."""
+    return _SUFFIX.sub("", weight_name) or weight_name
+
+
+@dataclass
+class Cut:
+    """One op, its weight, and its plan."""
+
+    target: Target
+    weight: Weight
+    decision: Decision
+    shared_with: list[str]  # other readers of the weight that are not split with it
+
+    @property
+    def parts(self) -> tuple[int, ...]:
+        return self.decision.chosen.parts
+
+    def as_dict(self, chip: Chip) -> dict[str, object]:
+        t, d = self.target, self.decision
+        lines = lines_of(d.before.chunk_bytes[0], chip)
+        return {
+            "function": t.fn.name,
+            "op": t.name,
+            "op_type": t.op.type,
+            "weight": t.weight_name,
+            "layer": layer_of(t.weight_name),
+            "form": t.form.kind,
+            "shape": str(self.weight),
+            "cin": t.cin,
+            "cout": t.cout,
+            "bits": self.weight.bits,
+            "stored_bytes": t.form.stored_bytes,
+            "side_bytes": t.form.side_bytes(),
+            "bytes_per_core": d.before.chunk_bytes[0],
+            "lines_per_core": lines,
+            "in_window": in_window(lines, chip),
+            "affected": d.affected,
+            "axis": d.chosen.axis,
+            "splits": d.chosen.splits,
+            "parts": list(d.chosen.parts),
+            "chunk_bytes_per_core": list(d.chosen.chunk_bytes),
+            "time_us_before": round(d.before_us, DIGITS),
+            "time_us_after": round(d.after_us, DIGITS),
+            "shared_with": self.shared_with,
+        }
+
+
+def _skipped(t: Target, patterns: Sequence[str]) -> str | None:
+    names = (t.name, t.weight_name, t.weight_var, layer_of(t.weight_name))
+    for p in patterns:
+        if any(fnmatch.fnmatchcase(n, p) for n in names):
+            return p
+    return None
+
+
+def _readers(fn: graph.Fn) -> dict[str, list[str]]:
+    """Each var and the ops that read it (by op name)."""
+    out: dict[str, list[str]] = {}
+    for op in graph.walk_ops(fn.block):
+        for arg in op.inputs.values():
+            for b in arg.arguments:
+                if b.WhichOneof("binding") == "name":
+                    out.setdefault(b.name, []).append(graph.op_name(op))
+    for o in fn.block.outputs:
+        out.setdefault(o, []).append("(function output)")
+    return out
+
+
+def _check_blobs(pkg: package.Package, files: dict[str, blobs.WeightFile]) -> int:
+    """Every weight the program points at, checked against its file; their total bytes."""
+    total = 0
+    for value in _blob_values(pkg.spec.mlProgram):
+        bf = value.blobFileValue
+        wf = _weight_file(pkg, files, bf.fileName)
+        b = wf.blob(int(bf.offset))
+        tt = value.type.tensorType
+        shape, bits = graph.shape_of(tt), graph.bits_of(tt)
+        if shape is not None and bits is not None:
+            need = -(-_prod(shape) * bits // 8)
+            if b.size < need:
+                raise InputError(
+                    f"{wf.shown}: the weight at offset {b.record} holds {b.size} bytes; "
+                    f"its type {graph.dtype_name(tt)} {list(shape)} needs {need}"
+                )
+        total += b.size
+    return total
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _weight_file(
+    pkg: package.Package, files: dict[str, blobs.WeightFile], name: str
+) -> blobs.WeightFile:
+    rel = pkg.weight_rel(name)
+    if rel not in files:
+        files[rel] = blobs.WeightFile(pkg.path / rel, package.shown(pkg.path / rel))
+    return files[rel]
+
+
+def _blob_values(program: Any) -> list[Any]:
+    """Every Value of the program stored in a weight file, in program order."""
+    out: list[Any] = []
+
+    def value(v: Any) -> None:
+        if v.WhichOneof("value") == "blobFileValue":
+            out.append(v)
+
+    def block(b: Any) -> None:
+        for op in b.operations:
+            for v in op.attributes.values():
+                value(v)
+            for arg in op.inputs.values():
+                for binding in arg.arguments:
+                    if binding.WhichOneof("binding") == "value":
+                        value(binding.value)
+            for inner in op.blocks:
+                block(inner)
+
+    for name in sorted(program.functions):
+        for opset in sorted(program.functions[name].block_specializations):
+            block(program.functions[name].block_specializations[opset])
+    return out
+
+
+def patch(
+    src: str | Path,
+    dst: str | Path | None,
+    chip: Chip,
+    h: Hypothesis,
+    engine: str = "model",
+    dry_run: bool = False,
+    axis: str = DEFAULT_AXIS,
+    skip: Sequence[str] = (),
+    function: Sequence[str] = (),
+) -> dict[str, object]:
+    """Plan every stored weight of `src`; unless `dry_run`, write the rewritten package to `dst`."""
+    _proto()
+    check_axis(axis)
+    out = None
+    if not dry_run:
+        if dst is None:
+            raise InputError("patch needs OUT.mlpackage (or --dry-run)")
+        out = package.check_output(dst, src)
+    pkg = package.read(src)
+    program = pkg.spec.mlProgram
+    names = sorted(program.functions)
+    for f in function:
+        if f not in program.functions:
+            raise InputError(
+                f"{package.shown(pkg.path)}: no function {f[:40]!r} "
+                f"(it has: {', '.join(names)[:80]})"
+            )
+    files: dict[str, blobs.WeightFile] = {}
+    try:
+        weight_bytes = _check_blobs(pkg, files)
+        cuts, left, fns = _plan(pkg, chip, h, engine, dry_run, axis, skip, function)
+        doc: dict[str, object] = {
+            "in": str(pkg.path),
+            "out": None,
+            "dry_run": dry_run,
+            "variant": h.name,
+            "engine": engine,
+            "axis": axis,
+            "functions": names,
+            "weights": len(cuts),
+            "changed": [c.as_dict(chip) for c in cuts if c.decision.affected],
+            "unchanged": [c.target.name for c in cuts if not c.decision.affected],
+            "skipped": [x.__dict__ for x in left],
+            "weight_bytes_in": weight_bytes,
+            "duplicated_bytes": sum(
+                c.target.form.stored_bytes for c in cuts if c.decision.affected and c.shared_with
+            ),
+        }
+        if dry_run:
+            doc["decode_us"] = _decode(pkg, cuts, chip)
+            return doc
+        assert out is not None
+        changed = [c for c in cuts if c.decision.affected]
+        doc["weight_bytes_out"] = _write(pkg, out, changed, fns, files)
+        doc["out"] = str(out)
+        return doc
+    finally:
+        for wf in files.values():
+            wf.close()
+
+
+def _plan(
+    pkg: package.Package,
+    chip: Chip,
+    h: Hypothesis,
+    engine: str,
+    marginal: bool,
+    axis: str,
+    skip: Sequence[str],
+    function: Sequence[str],
+) -> tuple[list[Cut], list[Left], list[graph.Fn]]:
+    decided: dict[Weight, Decision] = {}
+    cuts: list[Cut] = []
+    left: list[Left] = []
+    fns = list(graph.functions(pkg.spec.mlProgram))
+    for fn in fns:
+        if function and fn.name.split("/")[0] not in function:
+            continue
+        found, refused = graph.targets(fn)
+        left += [
+            Left(f"{fn.name}:{x.op}" if len(fns) > 1 else x.op, x.op_type, x.reason)
+            for x in refused
+        ]
+        readers = _readers(fn)
+        for t in found:
+            pattern = _skipped(t, skip)
+            if pattern is not None:
+                left.append(Left(t.name, t.op.type, f"--skip {pattern}"))
+                continue
+            w = Weight(t.cin, t.cout, t.kh, t.kw, t.form.bits)
+            if w not in decided:
+                decided[w] = decide(w, chip, h, engine, marginal=marginal, axis=axis)
+            d = decided[w]
+            if d.affected:
+                dim = t.dim_in if d.chosen.axis == "cin" else t.dim_out
+                edges = [sum(d.chosen.parts[:i]) for i in range(1, len(d.chosen.parts))]
+                why = t.form.cut_reason(dim, edges)
+                if why is not None:
+                    left.append(
+                        Left(
+                            t.name,
+                            t.op.type,
+                            f"planned {d.chosen.axis} {list(d.chosen.parts)}, but {why}",
+                        )
+                    )
+                    continue
+            cuts.append(Cut(t, w, d, []))
+    # a weight read by an op that is not split with it stays stored whole as well
+    for fn in fns:
+        readers = _readers(fn)
+        split_here = {c.target.name for c in cuts if c.target.fn is fn and c.decision.affected}
+        for c in cuts:
+            if c.target.fn is fn and c.decision.affected:
+                others = [r for r in readers.get(c.target.weight_var, []) if r not in split_here]
+                c.shared_with = sorted(set(others))
+    return cuts, left, fns
+
+
+def _decode(pkg: package.Package, cuts: list[Cut], chip: Chip) -> dict[str, float | str]:
+    """One decode step of the default function: every weight once, each at its marginal time."""
+    desc = pkg.spec.description
+    default = desc.defaultFunctionName or ("main" if "main" in pkg.spec.mlProgram.functions else "")
+    mine = [c for c in cuts if c.target.fn.name.split("/")[0] == (default or c.target.fn.name)]
+    overhead = chip.profile.overhead_us
+    before = overhead + sum(c.decision.time_before.marginal_us for c in mine)
+    after = overhead + sum(
+        (c.decision.time_after if c.decision.affected else c.decision.time_before).marginal_us
+        for c in mine
+    )
+    return {"function": default, "before": round(before, DIGITS), "after": round(after, DIGITS)}
+
+
+def _write(
+    pkg: package.Package,
+    out: Path,
+    changed: list[Cut],
+    fns: list[graph.Fn],
+    files: dict[str, blobs.WeightFile],
+) -> int:
+    """The new package at `out` (staged, renamed into place); its weight bytes."""
+    pending = rewrite.Pending()
+    by_fn: dict[int, dict[int, list[Any]]] = {}
+    for c in changed:
+        new = rewrite.split_op(c.target, c.decision.chosen.axis, c.parts, pending)
+        by_fn.setdefault(id(c.target.fn), {})[c.target.index] = new
+    for fn in fns:
+        if id(fn) in by_fn:
+            rewrite.rebuild(fn.block, by_fn[id(fn)])
+            rewrite.drop_dead_weights(fn.block)
+    with package.staged(out) as build:
+        if not changed:  # nothing in the notch: the package as it was, byte for byte
+            package.copy_files(pkg, build, set())
+            return sum(os.path.getsize(build / pkg.weight_rel(n)) for n in _weight_names(pkg))
+        rels = {pkg.weight_rel(n) for n in _weight_names(pkg) | {s.file for s in pending.items}}
+        package.copy_files(pkg, build, {pkg.model_rel} | rels)
+        total = _write_weights(pkg, build, pending, files)
+        with open(build / pkg.model_rel, "wb") as fh:
+            fh.write(pkg.spec.SerializeToString())
+    return total
+
+
+def _weight_names(pkg: package.Package) -> set[str]:
+    return {
+        v.blobFileValue.fileName
+        for v in _blob_values(pkg.spec.mlProgram)
+        if v.blobFileValue.fileName != graph.PENDING
+    }
+
+
+def _write_weights(
+    pkg: package.Package, build: Path, pending: rewrite.Pending, files: dict[str, blobs.WeightFile]
+) -> int:
+    """Each weight file the new program reads, written from the old ones; its total size."""
+    writers: dict[str, blobs.Writer] = {}
+    handles = []
+    try:
+        for value in _blob_values(pkg.spec.mlProgram):
+            bf = value.blobFileValue
+            if bf.fileName == graph.PENDING:
+                s = pending.items[int(bf.offset)]
+                name = s.file
+            else:
+                s, name = None, bf.fileName
+            rel = pkg.weight_rel(name)
+            if rel not in writers:
+                fh = open(build / rel, "wb")  # noqa: SIM115 (closed below)
+                handles.append(fh)
+                writers[rel] = blobs.Writer(fh)
+            w, src = writers[rel], _weight_file(pkg, files, name)
+            if s is None:
+                offset = w.copy(src, src.blob(int(bf.offset)))
+            else:
+                b = src.blob(s.record)
+                raw, pad = blobs.slice_bytes(src.read(b), s.shape, s.bits, s.dim, s.a, s.b)
+                offset = w.put(s, b.dtype, raw, pad)
+            bf.fileName = name
+            bf.offset = offset
+        for w in writers.values():
+            w.finish()
+    finally:
+        for fh in handles:
+            fh.close()
+    return sum(os.path.getsize(build / r) for r in writers)
