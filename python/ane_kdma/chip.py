@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ane_kdma import fileio
 from ane_kdma.contract import MAX_CORES
 from ane_kdma.errors import InputError
 from ane_kdma.hw import ADDR_BITS, RATE_ONE
@@ -214,9 +215,9 @@ def resolve(name_or_dir: str | Path | None) -> Path:
     if not target.strip():
         raise InputError("--chip needs a chip name or a folder")
     path = Path(target)
-    if path.is_dir():
+    if fileio.is_dir(path, "--chip"):  # a name too long or a folder without permission: one line
         return path
-    if len(path.parts) == 1 and (chips_dir() / target).is_dir():
+    if len(path.parts) == 1 and fileio.is_dir(chips_dir() / target, "--chip"):
         return chips_dir() / target
     known = sorted(p.name for p in chips_dir().iterdir() if (p / CHIP_FILE).is_file())
     raise InputError(f"no such chip: {target} (known: {', '.join(known)}; or a chip folder)")

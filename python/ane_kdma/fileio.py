@@ -66,6 +66,41 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+# ---------------------------------------------------------------- looking a path up
+
+
+def shown(path: str | os.PathLike[str], width: int = 80) -> str:
+    """A path for a message: one line, and its end only when it is long (the end names it)."""
+    text = one_line(os.fspath(path))
+    return text if len(text) <= width else "..." + text[-(width - 3) :]
+
+
+def probe(path: str | os.PathLike[str], what: str) -> os.stat_result | None:
+    """stat(`path`), following links; None when there is nothing there.
+
+    Nothing there: the name does not exist, or a component of it is a file, not
+    a folder (what ``Path.is_dir`` reads as False). Every other failure (a name
+    or a component too long, a folder on the way that cannot be searched, a
+    symlink loop, a NUL in the name) is one line naming `what` and the path,
+    not an OSError from deep inside a command: every user-given path that is
+    looked up before it is read (``--chip DIR``, ``llm --config``) goes through here.
+    """
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InputError(f"{what} {shown(path)}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL in the name
+        raise InputError(f"{what} {shown(path)}: {exc}") from None
+
+
+def is_dir(path: str | os.PathLike[str], what: str) -> bool:
+    """``Path.is_dir``, except that a path that cannot be looked up is one line, not OSError."""
+    st = probe(path, what)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
 # ---------------------------------------------------------------- reading
 
 

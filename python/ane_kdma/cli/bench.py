@@ -214,15 +214,22 @@ def machine() -> dict[str, object]:
 
 
 def _wanted(only: str | None) -> list[str]:
+    """The items to run, in table order; nothing to run is bad input (one line), not a 0."""
     items = list(SPEED_ITEMS + SWEEP_ITEMS)
-    if only:
+    if only is not None:
         want = [x.strip() for x in only.split(",") if x.strip()]
+        if not want:
+            raise InputError(f"--only {only!r} names no bench item (one of: {', '.join(items)})")
         bad = [x for x in want if x not in items]
         if bad:
             raise InputError(f"unknown bench item {bad[0]!r} (one of: {', '.join(items)})")
         items = [x for x in items if x in want]
     if shutil.which("iverilog") is None and "cocotb-icarus" in items:
         items.remove("cocotb-icarus")
+        if not items:
+            raise InputError("nothing to run: cocotb-icarus needs Icarus Verilog (no iverilog)")
+        if only is not None:
+            common.warn("cocotb-icarus skipped: Icarus Verilog (iverilog) is not installed")
     return items
 
 

@@ -81,13 +81,19 @@ variant = arg(_variant)
 engine = arg(contract.check_engine)
 
 
+def parse_jobs(text: str) -> int:
+    """--jobs N: ASCII digits only (str.isdigit also takes '\u0662' and '\u00b2'), 1..MAX_JOBS."""
+    t = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}", t):
+        raise InputError(f"not a number of processes: {ascii(t[:24])}")
+    return contract.check_jobs(int(t))
+
+
 def add_jobs(sp: argparse.ArgumentParser, what: str = "the workloads") -> None:
     """--jobs N: processes to spread `what` over (0, negative or absurd: one line, exit 2)."""
-    from ane_kdma import contract
-
     sp.add_argument(
         "--jobs",
-        type=arg(contract.parse_jobs),
+        type=arg(parse_jobs),
         default=None,
         metavar="N",
         help=f"processes to spread {what} over (default: the number of CPUs)",

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ane_kdma import fileio
 from ane_kdma.chip import data_dir
 from ane_kdma.errors import InputError
 from ane_kdma.plan import Weight
@@ -117,21 +118,20 @@ def get_model(name: str) -> ModelConfig:
 def read_config(path: str | Path, lm_head_shards: int | None = None) -> ModelConfig:
     """A Hugging Face config.json of a known dense family, as a ModelConfig."""
     p = Path(path)
-    shown = str(path) if len(str(path)) <= 60 else "..." + str(path)[-57:]
-    if not p.is_file():
-        raise InputError(f"{shown}: no such config file")
-    if p.stat().st_size > MAX_CONFIG_BYTES:
-        raise InputError(f"{shown}: {p.stat().st_size} bytes is not a config.json")
+    shown = fileio.shown(path, 60)
+    raw = fileio.read_input(
+        p, MAX_CONFIG_BYTES, "config.json", missing=f"{shown}: no such config file"
+    )
     try:
-        doc = json.loads(p.read_bytes().decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError(f"{shown}: not UTF-8 text, so not a config.json") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{shown}: not JSON (line {exc.lineno}: {exc.msg})") from None
     except ValueError as exc:  # e.g. an integer past Python's digit limit
         raise InputError(f"{shown}: not a usable JSON document ({str(exc)[:60]})") from None
-    except (OSError, RecursionError) as exc:
-        raise InputError(f"{shown}: cannot read it ({type(exc).__name__})") from None
+    except RecursionError:
+        raise InputError(f"{shown}: nested too deeply to be a config.json") from None
     name = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
     return from_hf_dict(doc, name=name, where=shown, lm_head_shards=lm_head_shards)
 
