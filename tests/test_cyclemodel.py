@@ -92,24 +92,24 @@ def _exact(
 def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     """Counts the fast engine's shortcuts as they happen (a test may require some)."""
     seen: Counter = Counter()
-    eng = cm._Engine
+    eng = cm.engine.Engine
     shadow, jump, token, unshadow = eng.shadow, eng._jump, eng._token_jump, eng._unshadow
 
-    def spy_shadow(self: cm._Engine, lead: cm._Group, fols: list, deltas: list) -> None:
+    def spy_shadow(self: cm.engine.Engine, lead: cm.group.Group, fols: list, deltas: list) -> None:
         seen["followers" if fols else "solo"] += 1
         return shadow(self, lead, fols, deltas)
 
-    def spy_jump(self: cm._Engine, *a: object) -> bool:
+    def spy_jump(self: cm.engine.Engine, *a: object) -> bool:
         done = jump(self, *a)
         seen["period"] += done
         return done
 
-    def spy_token(self: cm._Engine, *a: object) -> bool:
+    def spy_token(self: cm.engine.Engine, *a: object) -> bool:
         done = token(self, *a)
         seen["token"] += done
         return done
 
-    def spy_unshadow(self: cm._Engine, lead: cm._Group, fols: list, *rest: list) -> None:
+    def spy_unshadow(self: cm.engine.Engine, lead: cm.group.Group, fols: list, *rest: list) -> None:
         ys = rest[0]
         if fols and (lead.issuing or min(ys) < lead.x):
             seen["refused"] += 1  # the bucket refused a follower: back to the general loop

@@ -1,0 +1,246 @@
+"""The recurrence: the groups, the aggregate bucket, and the task loop."""
+
+from __future__ import annotations
+
+import heapq
+
+from ane_kdma.cyclemodel.group import Group, groups_of
+from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job, ModelResult, check, top_cycles
+from ane_kdma.cyclemodel.shortcuts import Shortcuts
+from ane_kdma.hw import RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
+from ane_kdma.profile import Settings
+
+
+class Engine(Shortcuts):
+    """One run: the groups, the aggregate bucket, and the task loop.
+
+    The general loop advances the groups from grant to grant through a heap
+    (cost: one step per line per group). Three shortcuts bound the cost for
+    any size (all exact, all off with ``skip=False``; none with back-pressure):
+
+    * Shadows. Identical cores split at their first cycle (the aggregate
+      bucket grants 13 of 16 full banks) and then run as time-shifted copies.
+      Once every issuing group is, after the same line, the same state as a
+      leader shifted by delta >= 0 cycles, only the leader is stepped; the
+      followers' grants are its grants plus delta. The aggregate bucket sees
+      every follower's grant in time order; should it refuse one, the
+      followers are rebuilt from the leader's ring and the general loop goes
+      on from that cycle. Accepts re-synchronise: shadows last one task.
+    * The token form. While the token bucket alone paces the leader (every
+      gate provably slack), its grants have a closed form, periodic with the
+      bucket; the aggregate bucket is checked over that period. The leader
+      lands on the last line before the credit pattern or the governor's rate
+      changes (see _token_jump).
+    * Periods. Otherwise (gates binding: demand-gated bursts), the whole
+      state relative to the leader's latest grant (its ring window, bank,
+      governor, credit phase; the aggregate bank and round-robin pointer; the
+      followers' lags) is hashed per line. When it repeats (checked exactly),
+      the grants continue periodically: the leader lands as far as the credit
+      pattern (the fix's tail), the governor's next step or the task's end
+      allow, counters advanced in closed form (the zero-credit count by its
+      gain per period; the in-flight peak repeats). Steady state is only
+      searched past the memory's warm-up. Its cost is the transient plus one
+      period: short for most settings, but a max-plus transient can be long
+      (the paged reading at credit 1 takes 1.3 M lines to settle).
+    """
+
+    def __init__(
+        self,
+        hyp: Hypothesis,
+        geom: Geometry,
+        s: Settings,
+        job: Job,
+        bp: Backpressure | None,
+        keep: bool,
+        skip: bool,
+    ) -> None:
+        self.s = s
+        self.kmem = geom.kmem_lines
+        self.groups = groups_of(hyp, geom, s, job, bp, keep)
+        self.ncores = len(job)
+        self.big_r = s.agg_rate_q16
+        self.bank, self.last, self.rr = RATE_ONE, 0, 0  # bank at the start of cycle last + 1
+        self.fast = skip and (bp is None or bp.threshold == 0)
+        self._tables: dict[tuple[int, ...], list[int]] = {}
+
+    def table(self, members: list[int]) -> list[int]:
+        """For each round-robin pointer, the farthest of these ports from it (mod cores)."""
+        key = tuple(members)
+        if key not in self._tables:
+            n = self.ncores
+            self._tables[key] = [max((p - rr) % n for p in members) for rr in range(n)]
+        return self._tables[key]
+
+    # ------------------------------------------------------------ tasks
+    def run(self) -> ModelResult:
+        groups = self.groups
+        steps = len(groups[0].tasks)
+        accepts = [0]
+        fresh = 0
+        self.begin(0, 0, True)
+        for j in range(steps):
+            self.issue()
+            if j + 1 == steps:
+                break
+            accept, idle = _next_accept(groups, j, accepts[-1])
+            if idle:
+                fresh = accept
+                for grp in groups:
+                    grp.ready.restart(accept)
+            accepts.append(accept)
+            self.rr = 0  # arb_restart: every accept restarts the round robin
+            if self.last < accept:
+                self.bank = min(self.bank + (accept - self.last) * self.big_r, RATE_ONE)
+                self.last = accept
+            self.begin(j + 1, accept, idle)
+        results: list[CoreResult | None] = [None] * self.ncores
+        for grp in groups:
+            res = grp.result()
+            for p in grp.members:
+                results[p] = res
+        last = [grp.d_prev for grp in groups if grp.x]
+        return ModelResult(top_cycles(last, accepts), results, "recurrence", accepts, fresh)
+
+    def begin(self, j: int, accept: int, idle: bool) -> None:
+        for grp in self.groups:
+            busy = not idle and grp.finish() >= accept
+            grp.start_task(j, accept, busy)
+
+    def heap(self) -> list[tuple[int, int]]:
+        heap = [(grp.earliest(), k) for k, grp in enumerate(self.groups) if grp.issuing]
+        heapq.heapify(heap)
+        return heap
+
+    # ------------------------------------------------------------ the general loop
+    def issue(self) -> None:
+        """Grant every line of the current task: the aggregate bucket arbitrates each cycle."""
+        groups = self.groups
+        ncores = self.ncores
+        one, big_r = RATE_ONE, self.big_r
+        heap = self.heap()
+        ticks, next_try, backoff, waits = 0, 0, 8, 0
+        while heap:
+            if self.fast and ticks >= next_try:
+                tried = self.try_shadow()
+                if tried is None and waits < 64:  # not yet comparable: look again next cycle
+                    next_try = ticks + 1
+                    waits += 1
+                else:
+                    waits = 0
+                    next_try = ticks + backoff
+                    backoff = min(2 * backoff, 4096)
+                    if tried:
+                        heap = self.heap()
+                        continue
+            ticks += 1
+            c = heap[0][0]
+            asking = []
+            while heap and heap[0][0] == c:
+                asking.append(heapq.heappop(heap)[1])
+            # the aggregate bucket at cycle c, then round-robin from rr over the asking ports
+            if c > self.last + 1:
+                self.bank = min(self.bank + (c - self.last - 1) * big_r, one)
+            avail = self.bank + big_r
+            cap = avail // one
+            self.last = c
+            if len(asking) == 1 and len(groups[asking[0]].members) <= cap:
+                # the common case: one group asks and the bucket has room; while no other
+                # group is waiting, stay with this one (no heap traffic)
+                k = asking[0]
+                grp = groups[k]
+                m = len(grp.members)
+                last = (self.rr + self.table(grp.members)[self.rr] + 1) % ncores
+                while True:
+                    self.rr = last
+                    self.bank = min(avail - m * one, one)
+                    grp.grant(c)
+                    if not grp.issuing:
+                        break
+                    nxt = grp.earliest()
+                    if heap or self.fast:  # fast: let the shadow search look
+                        heapq.heappush(heap, (nxt, k))
+                        break
+                    bank = self.bank
+                    if nxt > c + 1:
+                        bank = min(bank + (nxt - c - 1) * big_r, one)
+                    avail = bank + big_r
+                    if m > avail // one:
+                        heapq.heappush(heap, (nxt, k))
+                        break
+                    c = self.last = nxt
+                continue
+            rr = self.rr
+            ports = sorted(((p - rr) % ncores, p, k) for k in asking for p in groups[k].members)
+            budget = min(len(ports), cap)
+            granted = {p for _, p, _ in ports[:budget]}
+            if budget:
+                self.rr = (ports[budget - 1][1] + 1) % ncores
+            self.bank = min(avail - budget * one, one)
+            for k in asking:
+                grp = groups[k]
+                got = [p for p in grp.members if p in granted]
+                if len(got) < len(grp.members):
+                    rest = [p for p in grp.members if p not in granted]
+                    if got:  # the bucket splits the group: the refused cores go on alone
+                        twin = grp.copy(rest)
+                        twin.refused = twin.x
+                        grp.members = got
+                        groups.append(twin)
+                        heapq.heappush(heap, (c + 1, len(groups) - 1))
+                    else:
+                        grp.refused = grp.x
+                        heapq.heappush(heap, (c + 1, k))
+                        continue
+                grp.grant(c)
+                if grp.issuing:
+                    heapq.heappush(heap, (grp.earliest(), k))
+
+
+def run(
+    hyp: Hypothesis,
+    geom: Geometry,
+    settings: Settings,
+    job: Job,
+    backpressure: Backpressure | None = None,
+    *,
+    keep_lines: bool = False,
+    skip: bool = True,
+) -> ModelResult:
+    """Every core's counters after the job, advancing from grant to grant (exact).
+
+    keep_lines: also return every line's grant and drain cycles (memory grows
+    with the transfer; without it the run is O(1) in memory). skip=False
+    steps every grant of every group (the same results in linear time: the
+    tests hold the shortcuts to it).
+    """
+    check(job, settings, geom)
+    return Engine(hyp, geom, settings, job, backpressure, keep_lines, skip).run()
+
+
+def _next_accept(groups: list[Group], j: int, prev_accept: int) -> tuple[int, bool]:
+    """When kdma_top takes task j + 1, and whether it does so from idle.
+
+    Ready (not idle) needs, on every core: task j fully issued; task j-1 fully
+    drained (its done pulse seen); the incoming task non-empty, or the core not
+    busy; and no core done with task j yet (kdma_top's cur_q still equals the
+    enable mask). Once a core has drained task j before that, the top waits
+    for idle: two cycles after the last core's last drain.
+    """
+    c0 = prev_accept + 1
+    finish_j = []
+    for grp in groups:
+        start = grp.task_first
+        some = grp.x > start  # the core issued lines of task j
+        issued_all = grp.g_prev + 1 if some else prev_accept + 1
+        prev_done = grp.prev_done + 1 if start > 0 else 0
+        fin = grp.d_prev if some else prev_accept  # done pulse next
+        finish_j.append(fin)
+        if grp.tasks[j + 1][1] == 0:
+            ready = max(grp.finish() + 1, prev_accept + 1)  # waits until the core is not busy
+        else:
+            ready = max(issued_all, prev_done)
+        c0 = max(c0, ready, prev_done)
+    if c0 <= min(finish_j) + 1:
+        return c0, False
+    return max(finish_j) + 2, True
