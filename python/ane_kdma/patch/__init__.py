@@ -272,7 +272,16 @@ def _plan(
             if pattern is not None:
                 left.append(Left(t.name, t.op.type, f"--skip {pattern}"))
                 continue
-            w = Weight(t.cin, t.cout, t.kh, t.kw, t.form.bits)
+            form = t.form
+            w = Weight(
+                t.cin,
+                t.cout,
+                t.kh,
+                t.kw,
+                form.bits,
+                cin_block=form.block_along(t.dim_in),
+                cout_block=form.block_along(t.dim_out),
+            )
             if w not in decided:
                 decided[w] = decide(w, chip, h, engine, marginal=marginal, axis=axis)
             d = decided[w]

@@ -75,7 +75,7 @@ class WeightFile:
         if record < HEADER.size or record + RECORD.size > self.length:
             raise InputError(
                 f"{self.shown}: a weight offset ({record}) points outside the file "
-                f"({self.length} bytes)"
+                f"({self.length} bytes): truncated, or another model's weights?"
             )
         self.fh.seek(record)
         sentinel, dtype, size, data, pad = RECORD.unpack(self.fh.read(RECORD.size))

@@ -126,6 +126,10 @@ class Form:
         """LUT, scale and offset bytes (everything but the data)."""
         return sum(p.stored_bytes for p in self.params if p.key != self.data_key)
 
+    def block_along(self, dim: int) -> int:
+        """The dense elements along `dim` that a cut must keep together (1 for a dense weight)."""
+        return math.lcm(1, *(b for p in self.params if (b := self.blocks[p.key][dim])))
+
     def cut_reason(self, dim: int, edges: list[int]) -> str | None:
         """Why these part edges along `dim` are not on the form's block boundaries (None: fine)."""
         for p in self.params:

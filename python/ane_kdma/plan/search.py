@@ -138,14 +138,16 @@ def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Ca
 def _cout_units(w: Weight, chip: Chip) -> tuple[int, int, int]:
     """Groups, a scan step of about one line, and bits per group per core."""
     bits = w.group_bits()
-    return w.groups(chip.cores), max(1, ceil_div(8 * chip.line_bytes, bits)), bits
+    step = max(1, ceil_div(8 * chip.line_bytes, bits))
+    block = w.cout_block // math.gcd(w.cout_block, chip.cores)  # groups per compressed block
+    return w.groups(chip.cores), math.lcm(step, block), bits
 
 
 def _cin_units(w: Weight, chip: Chip) -> tuple[int, int, int]:
     """Input channels, the fewest that make whole lines, and bits per channel per core."""
     bits = w.channel_bits(chip.cores)
     line_bits = 8 * chip.line_bytes
-    return w.cin, line_bits // math.gcd(line_bits, bits), bits
+    return w.cin, math.lcm(line_bits // math.gcd(line_bits, bits), w.cin_block), bits
 
 
 def _cout(w: Weight, chip: Chip, groups: Sequence[int]) -> Candidate:

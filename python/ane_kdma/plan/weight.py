@@ -64,9 +64,13 @@ class Weight:
     kw: int = 1
     bits: int = 16  # stored bits per weight (DTYPE_BITS)
     shards: int = 1  # an LM head's vocabulary shards, each its own weight
+    #: a compressed weight's blocks (a LUT per group of channels, a scale per block): a cut
+    #: along Cin or Cout falls on a multiple of these so that every part is an exact slice
+    cin_block: int = 1
+    cout_block: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("cin", "cout", "kh", "kw", "bits", "shards"):
+        for name in ("cin", "cout", "kh", "kw", "bits", "shards", "cin_block", "cout_block"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InputError(f"weight {name} {v!r} is not a positive integer")
@@ -84,7 +88,16 @@ class Weight:
         return ceil_div(self.cout, self.shards)
 
     def with_shards(self, shards: int) -> Weight:
-        return Weight(self.cin, self.cout, self.kh, self.kw, self.bits, shards)
+        return Weight(
+            self.cin,
+            self.cout,
+            self.kh,
+            self.kw,
+            self.bits,
+            shards,
+            self.cin_block,
+            self.cout_block,
+        )
 
     def groups(self, cores: int) -> int:
         """Groups of `cores` output channels in one shard (the last may be partial)."""
