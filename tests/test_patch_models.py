@@ -349,8 +349,8 @@ def multifunction(tmp_path_factory: pytest.TempPathFactory):
     rng = np.random.default_rng(SEED)
     up, down = _q(rng, F, D), _q(rng, D, F)
     paths = []
+    mb, types = cm.mb, cm.types
     for name, tokens in (("prefill", 64), ("infer", 1)):
-        mb, types = cm.mb, cm.types
 
         @mb.program(
             input_specs=[mb.TensorSpec(shape=(1, tokens, D), dtype=types.fp16)],
