@@ -50,122 +50,271 @@ TOP = "kdma_tb_top"
 TEST_MODULE = "uvm.tests"
 
 
+class Stale(Exception):
+    """A mutant's site is not in the RTL exactly once: the RTL changed under it."""
+
+
+# ---------------------------------------------------------------- finding a site by meaning
+#
+# A mutant names the statement it changes by what that statement drives and reads
+# (signal names and operators), not by a verbatim line: the patterns below are
+# SystemVerilog tokens that match whatever whitespace, line breaks and comments
+# lie between them. Two wildcards: `...` is any text inside one statement (never
+# a `;`), `@` is one identifier. A reformatted line, a new comment, a wider
+# parameter or a renamed localparam elsewhere leave every mutant in place; a
+# change of the construct itself (the signal is gone, the operator differs) is
+# refused as stale, never silently skipped, and tests/test_mutants.py applies
+# every mutant to the repository's RTL in `make test`.
+
+_TOKEN = re.compile(
+    r"\.\.\.|@|[A-Za-z_$][\w$]*|\d*'[sS]?[bodhBODH][0-9a-fA-F_xzXZ?]+|\d+"
+    r"|<=|>=|==|!=|&&|\|\||<<|>>|\+:|\S"
+)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def loose(spec: str) -> str:
+    """The regex for SystemVerilog tokens `spec`, any whitespace between them."""
+    parts = []
+    for tok in _TOKEN.findall(spec):
+        if tok == "...":
+            parts.append(r"[^;]*?")
+        elif tok == "@":
+            parts.append(r"(?<![\w$])[A-Za-z_][\w$]*(?![\w$])")
+        elif tok[0].isalnum() or tok[0] in "_$":
+            parts.append(rf"(?<![\w$']){re.escape(tok)}(?![\w$])")
+        else:
+            parts.append(re.escape(tok))
+    return r"\s*".join(parts)
+
+
+def _mask_comments(text: str) -> str:
+    """`text` with every comment blanked (same length, newlines kept), so offsets still agree."""
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+
+
 @dataclass(frozen=True)
 class Mutant:
+    """One deliberate bug: in `file`, the one statement `site` finds, every `find` replaced."""
+
     name: str
     file: str  # under rtl/
-    find: str  # text that occurs exactly once in the file
-    replace: str
-    mode: str  # the hypothesis (ane_kdma.hypotheses) whose build exposes it
+    site: str  # tokens that start exactly one statement of the file (comments ignored)
+    find: str  # tokens inside that statement (each match is replaced)
+    replace: str  # SystemVerilog text put in place of each match; {} is the matched text
+    modes: tuple[str, ...]  # the hypotheses (ane_kdma.hypotheses) whose builds it runs on
     what: str
     cores: int = 1
 
+    def apply(self, text: str) -> str:
+        """`text` (the file) with the mutant applied; Stale if its site is not there once."""
+        masked = _mask_comments(text)
+        sites = list(re.finditer(loose(self.site), masked))
+        if len(sites) != 1:
+            raise Stale(
+                f"{self.name}: {len(sites)} statements of rtl/{self.file} match {self.site!r}"
+            )
+        begin = sites[0].start()
+        semi = masked.find(";", sites[0].end() - 1)
+        if semi < 0:
+            raise Stale(f"{self.name}: the statement at {self.site!r} has no end")
+        stmt = masked[begin : semi + 1]
+        new, hits = re.subn(loose(self.find), lambda m: self.replace.replace("{}", m.group()), stmt)
+        if not hits:
+            raise Stale(f"{self.name}: {self.find!r} is not in the statement {_short(stmt)!r}")
+        return text[:begin] + new + text[semi + 1 :]
+
+    def runs(self) -> list[Run]:
+        return [Run(self, mode) for mode in self.modes]
+
+
+def _short(stmt: str) -> str:
+    s = " ".join(stmt.split())
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+@dataclass(frozen=True)
+class Run:
+    """A mutant on one build (one reading of the credit)."""
+
+    mutant: Mutant
+    mode: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.mutant.name}@{self.mode}"
+
+
+# Which builds: a mutant of logic every reading shares runs on the paged reading
+# and on a static one (literal or signed), so that neither the page path nor its
+# absence can hide it; a mutant of one reading's own arithmetic runs on the
+# builds that use it (the fix's subtraction: fixed; the page path: paged), since
+# on the others it is the same circuit (an equivalent mutant, not a miss).
+PAGED_AND_STATIC = ("paged", "signed")
 
 MUTANTS = (
     Mutant(
         "credit_end_ptr_off_by_one",
         "kdma_credit.sv",
-        "assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0];",
-        "assign end_ptr   = start_ptr_i + transfer_lines_i[RingBits-1:0] + 1'b1;",
-        "literal",
+        "assign end_ptr =",
+        ";",
+        " + 1'b1;",
+        ("paged", "literal"),
         "kdma_credit: the ring's end pointer one line too far",
     ),
     Mutant(
         "credit_clamp_removed",
         "kdma_credit.sv",
-        "assign credit_o = (avail > Clamp) ? CreditBits'(PrefetchMaxLines) : CreditBits'(avail);",
-        "assign credit_o = CreditBits'(avail);",
-        "fixed",
-        "kdma_credit: no min(credit, 256)",
+        "assign credit_o =",
+        "= ... ? ... :",
+        "=",
+        ("signed", "fixed"),
+        "kdma_credit: no min(credit, 256) (paged clamps each page first: equivalent there)",
     ),
     Mutant(
         "fix_subtraction_14_bits",
         "kdma_credit.sv",
-        "CreditFixed:   avail = transfer_lines_i - issued_lines_i;",
-        "CreditFixed:   avail = COUNT_BITS'(RingBits'(transfer_lines_i - issued_lines_i));",
-        "fixed",
+        "CreditFixed : avail =",
+        "transfer_lines_i - issued_lines_i",
+        "COUNT_BITS'(RingBits'({}))",
+        ("fixed",),
         "kdma_credit FIXED: lines left computed in 14 bits (the erratum back in the fix)",
     ),
     Mutant(
         "inflight_cap_ignored",
         "kdma_prefetch_ring.sv",
-        " && (outstanding_i < cap_o);",
-        ";",
-        "fixed",
-        "kdma_prefetch_ring: issue gate ignores window + credit",
+        "assign room =",
+        "@ < cap_o",
+        "1'b1",
+        PAGED_AND_STATIC,
+        "kdma_prefetch_ring: issue gate ignores window + credit (both paths)",
     ),
     Mutant(
         "window_ignored",
         "kdma_prefetch_ring.sv",
-        "assign window_plus_credit = SumBits'(window_i) + SumBits'(credit_o);",
-        "assign window_plus_credit = SumBits'(credit_o);",
-        "signed",
+        "assign window_plus_credit =",
+        "window_i",
+        "1'b0",
+        PAGED_AND_STATIC,
         "kdma_prefetch_ring: demand window dropped from the cap",
     ),
     Mutant(
         "request_address_off_by_one",
         "kdma_prefetch_ring.sv",
-        "assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0];",
-        "assign req_addr_o     = base_line_i + issued_q[LINE_ADDR_BITS-1:0] + 1'b1;",
-        "fixed",
+        "assign req_addr_o =",
+        ";",
+        " + 1'b1;",
+        PAGED_AND_STATIC,
         "kdma_prefetch_ring: every read one line ahead",
     ),
     Mutant(
         "data_words_swapped_pkg",
         "kdma_pkg.sv",
-        "d[32*j+:32] = line_word(line_addr, 4'(j));",
-        "d[32*j+:32] = line_word(line_addr, 4'(j) ^ 4'd1);",
-        "fixed",
+        "= line_word ( line_addr ,",
+        "( j )",
+        "(j ^ 1)",
+        PAGED_AND_STATIC,
         "kdma_pkg line_data: adjacent words swapped (the HDL checker shares it)",
     ),
     Mutant(
         "data_of_next_line_mem",
         "kdma_mem_model.sv",
-        "assign resp_data_o[c]  = line_data(addr_mem[rd_q]);",
-        "assign resp_data_o[c]  = line_data(addr_mem[rd_q] + 1'b1);",
-        "fixed",
+        "assign resp_data_o [ @ ] = line_data (",
+        ") ;",
+        " + 1'b1);",
+        PAGED_AND_STATIC,
         "kdma_mem_model: returns the next line's data",
     ),
     Mutant(
         "done_one_line_early",
         "kdma_core.sv",
-        "assign cur_last   = cur_drain && (consumed_q + 1'b1 == lines_q);",
-        "assign cur_last   = cur_drain && (consumed_q + 2'd2 == lines_q);",
-        "fixed",
+        "assign cur_last =",
+        "consumed_q + 1'b1 ==",
+        "consumed_q + 2'd2 ==",
+        PAGED_AND_STATIC,
         "kdma_core: done raised one line early",
     ),
     Mutant(
         "partial_line_dropped",
         "kdma_core.sv",
-        "+ COUNT_BITS'(|size_bytes_i[LINE_SHIFT-1:0]);",
-        ";",
-        "fixed",
+        "assign start_lines =",
+        "+ @ ' ( | size_bytes_i [ ... ] )",
+        "",
+        PAGED_AND_STATIC,
         "kdma_core: a size's partial last line not rounded up",
     ),
     Mutant(
         "kmem_read_pointer_stuck",
         "kdma_core.sv",
-        "if (drain)        kmem_rd_q <= kmem_rd_q + 1'b1;",
-        "if (1'b0)         kmem_rd_q <= kmem_rd_q + 1'b1;",
-        "literal",
+        "if ( drain ) kmem_rd_q <=",
+        "( drain )",
+        "(1'b0)",
+        PAGED_AND_STATIC,
         "kdma_core: KMem read pointer never advances",
     ),
     Mutant(
         "tail_not_kept",
         "kdma_core.sv",
-        "if (cur_busy_q && !cur_last) tail_q <=",
-        "if (1'b0) tail_q <=",
-        "signed",
+        "( cur_busy_q && ! cur_last ) tail_q <=",
+        "cur_busy_q && ! cur_last",
+        "1'b0",
+        PAGED_AND_STATIC,
         "kdma_core: a back-to-back task forgets the draining task's lines",
     ),
     Mutant(
         "arbiter_never_restarts",
         "kdma_top.sv",
-        ".arb_restart_i(accept),",
-        ".arb_restart_i(1'b0),",
-        "fixed",
+        ". arb_restart_i (",
+        "( accept )",
+        "(1'b0)",
+        PAGED_AND_STATIC,
         "kdma_top: round-robin does not restart at port 0 per task",
         cores=16,
+    ),
+    Mutant(
+        "governor_never_ramps",
+        "kdma_core.sv",
+        "assign ramp_on =",
+        "= ... ;",
+        "= 1'b0;",
+        PAGED_AND_STATIC,
+        "kdma_core governor: a request never starts below the core rate",
+    ),
+    Mutant(
+        "governor_step_ignored",
+        "kdma_core.sv",
+        "if ( step_cnt_q + 1'b1 >= ramp_step_i )",
+        ">= ramp_step_i",
+        ">= 1'b1",
+        PAGED_AND_STATIC,
+        "kdma_core governor: the rate rises every granted line, not every ramp_step lines",
+    ),
+    Mutant(
+        "page_path_never_speculative",
+        "kdma_credit.sv",
+        "assign spec_o =",
+        "= ... ;",
+        "= 1'b0;",
+        ("paged",),
+        "kdma_credit PAGED: no line takes the speculative page path",
+    ),
+    Mutant(
+        "page_credit_every_line",
+        "kdma_credit.sv",
+        "CreditPaged : avail =",
+        "= ... ;",
+        "= paged_c;",
+        ("paged",),
+        "kdma_credit PAGED: the credit covers the whole page, not its first c lines",
+    ),
+    Mutant(
+        "page_spec_lines_never_retire",
+        "kdma_core.sv",
+        "spec_out_q <= spec_out_q +",
+        "- @ ' ( drain_spec )",
+        "",
+        ("paged",),
+        "kdma_core PAGED: a drained speculative line is never taken off the speculative count",
     ),
 )
 
@@ -178,7 +327,7 @@ RTL_ERROR = re.compile(
 
 @dataclass
 class Outcome:
-    mutant: Mutant
+    run: Run
     caught: bool
     check: str
     detail: str
@@ -205,14 +354,30 @@ def _params(mode: str, cores: int) -> dict[str, int]:
     return build_params(hypotheses.get(mode), chip.load(), cores)
 
 
-def _check_applies(m: Mutant) -> str | None:
-    """Why `m` no longer applies to the repository's RTL, or None."""
-    path = RTL / m.file
-    hits = path.read_text().count(m.find) if path.is_file() else 0
-    return None if hits == 1 else f"{m.name}: {m.find!r} occurs {hits} times in rtl/{m.file}"
+def mutated_text(m: Mutant, rtl: Path = RTL) -> str:
+    """The mutant's file as it would be built; Stale if the RTL changed under the mutant."""
+    path = rtl / m.file
+    if not path.is_file():
+        raise Stale(f"{m.name}: rtl/{m.file} is gone")
+    return m.apply(path.read_text())
 
 
-def _mutate(m: Mutant, root: Path) -> list[Path]:
+def stale(mutants: list[Mutant] | tuple[Mutant, ...] = MUTANTS, rtl: Path = RTL) -> list[str]:
+    """Why each mutant that no longer applies does not (empty: all apply)."""
+    out = []
+    for m in mutants:
+        try:
+            mutated_text(m, rtl)
+        except Stale as exc:
+            out.append(str(exc))
+    for m in mutants:
+        unknown = [x for x in m.modes if x not in hypotheses.names()]
+        if unknown:
+            out.append(f"{m.name}: no hypothesis {unknown[0]!r}")
+    return out
+
+
+def mutate(m: Mutant, root: Path) -> list[Path]:
     """Copy the RTL and harness under root/src with m applied; return the sources in order."""
     src = root / "src"
     src.mkdir(parents=True)
@@ -221,7 +386,7 @@ def _mutate(m: Mutant, root: Path) -> list[Path]:
         dest = src / orig.name
         text = orig.read_text()
         if orig.parent == RTL and orig.name == m.file:
-            text = text.replace(m.find, m.replace)
+            text = m.apply(text)
         dest.write_text(text)
         out.append(dest)
     return out
@@ -241,20 +406,22 @@ def _classify(log: str) -> tuple[str, str]:
     return "failed", ""
 
 
-def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
+def run_one(r: Run, args: argparse.Namespace, scratch: Path) -> Outcome:
+    """Build the mutant for r.mode in its own directory and run the plan on it."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
+    m = r.mutant
     t0 = time.time()
-    root = scratch / m.name
-    sources = _mutate(m, root)
+    root = scratch / r.key.replace("@", "-")
+    sources = mutate(m, root)
     runner = get_runner(args.sim)
     build_dir = root / "build"
     try:
         runner.build(
             sources=[str(s) for s in sources],
             hdl_toplevel=TOP,
-            parameters=_params(m.mode, m.cores),
+            parameters=_params(r.mode, m.cores),
             build_args=simulator_args(args.sim, False),
             build_dir=str(build_dir),
             timescale=TIMESCALE,
@@ -262,7 +429,7 @@ def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
             log_file=str(root / "build.log"),
         )
     except Exception as exc:  # noqa: BLE001 - a mutant that does not compile is reported
-        return Outcome(m, False, "BUILD ERROR", f"{exc} (see {root / 'build.log'})", 0.0)
+        return Outcome(r, False, "BUILD ERROR", f"{exc} (see {root / 'build.log'})", 0.0)
     results = root / "results.xml"
     log_file = root / "sim.log"
     try:
@@ -278,19 +445,21 @@ def _run_mutant(m: Mutant, args: argparse.Namespace, scratch: Path) -> Outcome:
             timescale=TIMESCALE,
             log_file=str(log_file),
         )
-    except RuntimeError:
-        pass  # the simulator exits non-zero after an RTL $error; the log says why
+    except (RuntimeError, SystemExit):
+        pass  # the runner exits (sys.exit) when the simulator or a test fails; the log says why
     seconds = time.time() - t0
     total, failed = get_results(results) if results.is_file() else (0, 1)
     if total and not failed:
-        return Outcome(m, False, "SURVIVED", f"the plan passed (see {log_file})", seconds)
+        return Outcome(r, False, "SURVIVED", f"the plan passed (see {log_file})", seconds)
     check, detail = _classify(log_file.read_text() if log_file.is_file() else "")
-    return Outcome(m, True, check, detail, seconds)
+    if check == "failed":  # no check fired: a crash of the testbench is not a kill
+        return Outcome(r, False, "UNEXPLAINED FAILURE", f"no check named (see {log_file})", seconds)
+    return Outcome(r, True, check, detail, seconds)
 
 
-def _baseline(args: argparse.Namespace, scratch: Path, mutants: list[Mutant]) -> None:
+def _baseline(args: argparse.Namespace, scratch: Path, runs: list[Run]) -> None:
     """The plan on the unmodified RTL (normal cached builds) must pass."""
-    for mode, cores in sorted({(m.mode, m.cores) for m in mutants}):
+    for mode, cores in sorted({(r.mode, r.mutant.cores) for r in runs}):
         t0 = time.time()
         tdir = scratch / f"baseline-{mode}-{cores}"
         p = _params(mode, cores)
@@ -299,12 +468,12 @@ def _baseline(args: argparse.Namespace, scratch: Path, mutants: list[Mutant]) ->
 
 
 def _table(outcomes: list[Outcome], markdown: bool) -> str:
-    rows = [("mutant", "mode", "caught", "first check", "what", "detail")]
+    rows = [("mutant", "build", "caught", "first check", "what", "detail")]
     for o in outcomes:
-        m = o.mutant
-        mode = m.mode + (f" x{m.cores}" if m.cores > 1 else "")
+        m = o.run.mutant
+        build = o.run.mode + (f" x{m.cores}" if m.cores > 1 else "")
         detail = o.detail if len(o.detail) <= 90 else o.detail[:87] + "..."
-        rows.append((m.name, mode, "yes" if o.caught else "NO", o.check, m.what, detail))
+        rows.append((m.name, build, "yes" if o.caught else "NO", o.check, m.what, detail))
     if markdown:
         out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
@@ -321,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default=os.environ.get("SIM", "verilator"))
     ap.add_argument("--only", nargs="*", help="mutant names (default: all)")
+    ap.add_argument("--mode", nargs="*", help="only these builds (hypothesis names)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--check", action="store_true", help="only check that every mutant applies")
     ap.add_argument("--seed", type=int, default=1, help="KDMA_SEED of every run (default 1)")
     ap.add_argument("--transfers", type=int, default=40, help="single-core plan (default 40)")
     ap.add_argument("--kmax", type=int, default=1, help="notch laps 0..kmax (default 1)")
@@ -334,17 +505,21 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.list:
         for m in MUTANTS:
-            print(f"{m.name:<28} {m.mode:<8} {m.file:<22} {m.what}")
+            print(f"{m.name:<30} {','.join(m.modes):<14} {m.file:<22} {m.what}")
         return 0
     mutants = [m for m in MUTANTS if not args.only or m.name in args.only]
     unknown = set(args.only or []) - {m.name for m in MUTANTS}
     if unknown or not mutants:
         print(f"mutants: unknown mutant(s) {sorted(unknown)}; see --list", file=sys.stderr)
         return 2
-    stale = [why for m in mutants if (why := _check_applies(m))]
-    if stale:
-        print("mutants: the RTL changed under a mutant:\n  " + "\n  ".join(stale), file=sys.stderr)
+    why = stale(mutants)
+    if why:
+        print("mutants: the RTL changed under a mutant:\n  " + "\n  ".join(why), file=sys.stderr)
         return 2
+    runs = [r for m in mutants for r in m.runs() if not args.mode or r.mode in args.mode]
+    if args.check or not runs:
+        print(f"{len(mutants)} mutants apply, each exactly once ({len(runs)} runs)")
+        return 0
     try:
         check_simulator(args.sim)
     except ValueError as exc:
@@ -355,18 +530,18 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.time()
     scratch = Path(tempfile.mkdtemp(prefix="kdma-mutants-"))
-    print(f"{len(mutants)} mutants on {args.sim}, seed {args.seed}; scratch {scratch}")
+    print(f"{len(mutants)} mutants, {len(runs)} runs on {args.sim}, seed {args.seed}; {scratch}")
+    outcomes: list[Outcome] = []
     try:
         if not args.no_baseline:
-            _baseline(args, scratch, mutants)
+            _baseline(args, scratch, runs)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(_run_mutant, m, args, scratch) for m in mutants]
-            outcomes = []
+            futures = [pool.submit(run_one, r, args, scratch) for r in runs]
             for f in futures:
                 o = f.result()
                 outcomes.append(o)
                 state = "caught" if o.caught else o.check
-                print(f"  {o.mutant.name:<28} {state:<9} {o.check:<22} ({o.seconds:.0f} s)")
+                print(f"  {o.run.key:<40} {state:<9} {o.check:<22} ({o.seconds:.0f} s)", flush=True)
     finally:
         if args.keep:
             print(f"kept {scratch}")
