@@ -20,7 +20,11 @@ exact slices of the stored ones, never decompressed.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,8 +44,18 @@ PENDING = "@ane-kdma/pending"  # a blobFileValue not yet written (offset = index
 
 
 def pb() -> Any:
-    """coremltools' protobuf modules (light: no MIL import)."""
-    import coremltools  # noqa: F401  (the package, so a missing extra fails here)
+    """coremltools' protobuf modules, imported quietly (coremltools logs on stderr at import
+    time off macOS: a run says at most one line there)."""
+    if "coremltools.proto.Model_pb2" not in sys.modules:
+        logger = logging.getLogger("coremltools")
+        level = logger.level
+        logger.setLevel(logging.CRITICAL)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                import coremltools  # noqa: F401  (the package, so a missing extra fails here)
+        finally:
+            logger.setLevel(level)
+    import coremltools  # noqa: F401
     from coremltools.proto import MIL_pb2, Model_pb2
 
     return MIL_pb2, Model_pb2

@@ -181,7 +181,20 @@ def read(src: str | Path) -> Package:
 def check_output(dst: str | Path, src: str | Path) -> Path:
     """The output path, refused in one line unless it is new, outside the input and writable."""
     out = Path(dst)
-    if os.path.lexists(out):
+    if not str(dst):
+        raise InputError("an empty output path")
+    with contextlib.suppress(OSError, RuntimeError):
+        if os.path.samefile(out, src):
+            raise InputError(f"{shown(out)} is the input package; patch never writes to its input")
+    try:
+        os.lstat(out)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a name too long, a parent that is a file, a loop
+        if exc.errno != errno.ENOTDIR:
+            raise _oserror(str(out), exc) from None
+        raise InputError(f"{shown(out.parent)}: not a folder") from None
+    else:
         raise InputError(f"{shown(out)} exists; patch does not overwrite")
     parent = out.parent
     try:
