@@ -131,8 +131,18 @@ def _read_small(path: Path, limit: int, what: str) -> bytes:
     return data
 
 
+def _usable(path: str | Path, what: str) -> None:
+    """A path the OS can take: not empty, no NUL byte (os calls raise ValueError for those)."""
+    text = str(path)
+    if not text:
+        raise InputError(f"an empty {what} path")
+    if "\x00" in text:
+        raise InputError(f"{shown(text)!r}: a NUL byte in the {what} path")
+
+
 def read(src: str | Path) -> Package:
     """The package at `src`, checked (see the module docstring); refusals in one line."""
+    _usable(src, "input")
     p = Path(src)
     try:
         st = os.stat(p)
@@ -180,9 +190,9 @@ def read(src: str | Path) -> Package:
 
 def check_output(dst: str | Path, src: str | Path) -> Path:
     """The output path, refused in one line unless it is new, outside the input and writable."""
+    _usable(dst, "output")
+    _usable(src, "input")
     out = Path(dst)
-    if not str(dst):
-        raise InputError("an empty output path")
     with contextlib.suppress(OSError, RuntimeError):
         if os.path.samefile(out, src):
             raise InputError(f"{shown(out)} is the input package; patch never writes to its input")
