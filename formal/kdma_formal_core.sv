@@ -62,7 +62,7 @@ module kdma_formal_core
   import kdma_pkg::*;
 
   localparam int CapBits = $clog2(KMEM_LINES + 1);
-  localparam logic [1:0] MODE = 2'(CreditMode);
+  localparam logic [CREDIT_MODE_BITS-1:0] MODE = CREDIT_MODE_BITS'(CreditMode);
   localparam int HBits = COUNT_BITS + 1;  // harness line counts: wide enough never to wrap
 
   if ((ADDR_BITS != 32) || (CapBits > 32)) begin : g_port_check

@@ -49,7 +49,7 @@ module kdma_formal_ring
   localparam logic [COUNT_BITS-1:0] RING_LINES = COUNT_BITS'(1) << RING_BITS;
   // Lines addressable before the 26-bit line address wraps.
   localparam logic [COUNT_BITS:0]   ADDR_SPACE_LINES = (COUNT_BITS + 1)'(1) << LINE_ADDR_BITS;
-  localparam logic [1:0]            MODE = 2'(CreditMode);
+  localparam logic [CREDIT_MODE_BITS-1:0] MODE = CREDIT_MODE_BITS'(CreditMode);
 
   // ---------------------------------------------------------------------------
   // Reset: low in the first cycle only (initial values are the formal idiom)

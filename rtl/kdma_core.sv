@@ -6,7 +6,7 @@
 module kdma_core
 #(
   // Credit arithmetic: a buggy hypothesis or the fix (see kdma_credit).
-  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
   // Width of the prefetch ring pointers, in lines.
   parameter int RingBits = kdma_pkg::RING_BITS,
   // Clamp on the look-ahead credit, in lines.
@@ -131,7 +131,7 @@ module kdma_core
   // which is also drain order (the memory and KMem are in order). Only the
   // paged mode has a speculative path; the other builds have no such state.
   // ---------------------------------------------------------------------------
-  if (CreditMode == 2'(CreditPaged)) begin : g_spec
+  if (credit_has_spec_path(CreditMode)) begin : g_spec
     logic [KmemLines-1:0] spec_bits_q;   // a bit vector, not a memory: formal's SAT reads it
     logic [PtrBits-1:0]   spec_wr_q, spec_rd_q;
     logic                 drain_spec;

@@ -6,7 +6,7 @@
 module kdma_credit
 #(
   // Which arithmetic to build: a buggy hypothesis or the fix.
-  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
   // Width of the prefetch ring pointers in lines (14: the suspected erratum).
   parameter int RingBits = kdma_pkg::RING_BITS,
   // Clamp on the credit, in lines (one 16 KiB page).
@@ -63,7 +63,7 @@ module kdma_credit
   end
 
   assign credit_o = (avail > Clamp) ? CreditBits'(PrefetchMaxLines) : CreditBits'(avail);
-  assign spec_o   = (CreditMode == 2'(CreditPaged)) && (credit_o != '0);
+  assign spec_o   = credit_has_spec_path(CreditMode) && (credit_o != '0);
 
 endmodule
 

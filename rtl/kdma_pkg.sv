@@ -27,22 +27,38 @@ package kdma_pkg;
   // The issue-rate governor counts granted lines per step in this many bits.
   localparam int RAMP_STEP_BITS = 20;
 
+  // Credit modes are coded in this many bits: room for eight readings (four are used).
+  localparam int CREDIT_MODE_BITS = 3;
+  // How many codes that width holds.
+  localparam int CREDIT_MODES = 1 << CREDIT_MODE_BITS;
+
   // How the credit unit turns the task into look-ahead credit.
-  typedef enum logic [1:0] {
+  typedef enum logic [CREDIT_MODE_BITS-1:0] {
     // The article's sketch, literally: 14-bit distance end_ptr - rd_ptr,
     // fixed at task start. Aliases to 0 at k * 2^14 lines; one-sided notch.
-    CreditLiteral = 2'd0,
+    CreditLiteral = CREDIT_MODE_BITS'(0),
     // Two-sided hypothesis: the same 14-bit distance read as a signed ring
     // offset, and its magnitude clamped. Starves both sides: a V.
-    CreditSigned  = 2'd1,
+    CreditSigned  = CREDIT_MODE_BITS'(1),
     // The fix: full-width lines remaining, min(transfer - issued, 256).
-    CreditFixed   = 2'd2,
+    CreditFixed   = CREDIT_MODE_BITS'(2),
     // Page-granular: the signed credit c covers only the first c lines of
     // each 256-line page of the task (speculative, up to window + c ahead);
     // the rest of the page goes through the demand path (window lines).
     // Starves in proportion to |x|: a V that is linear near the notch.
-    CreditPaged   = 2'd3
+    CreditPaged   = CREDIT_MODE_BITS'(3)
   } credit_mode_e;
+
+  // The readings with a speculative page path, one bit per credit_mode_e code: a line
+  // with credit > 0 is speculative (its own budget), a line with none goes through the
+  // demand window. Python: Hypothesis.paths == "split".
+  localparam logic [CREDIT_MODES-1:0] CREDIT_SPEC_PATH = CREDIT_MODES'(1) << CreditPaged;
+
+  // Whether the reading a build's CreditMode selects has a speculative page path (and so
+  // the core keeps a speculative-line budget next to the demand window).
+  function automatic logic credit_has_spec_path(input logic [CREDIT_MODE_BITS-1:0] mode);
+    return CREDIT_SPEC_PATH[mode];
+  endfunction
 
   // Word j of the line at line address `line_addr`: a pure function of the
   // address, so every checker can recompute it. Python: ane_kdma.linedata.

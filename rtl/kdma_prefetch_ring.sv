@@ -6,7 +6,7 @@
 module kdma_prefetch_ring
 #(
   // Credit arithmetic: a buggy hypothesis or the fix (see kdma_credit).
-  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
   // Width of the prefetch ring pointers, in lines.
   parameter int RingBits = kdma_pkg::RING_BITS,
   // Clamp on the look-ahead credit, in lines.

@@ -8,7 +8,7 @@ module kdma_top
   // Number of cores (the M3 ANE has 16).
   parameter int NumCores = 1,
   // Credit arithmetic of every core: a buggy hypothesis or the fix.
-  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
   // Width of the prefetch ring pointers, in lines.
   parameter int RingBits = kdma_pkg::RING_BITS,
   // Clamp on the look-ahead credit, in lines.

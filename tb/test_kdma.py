@@ -30,6 +30,7 @@ from ane_kdma.contract import Task, Workload
 from ane_kdma.engines.cocotb import build_params, job_document
 from ane_kdma.engines.model import counters_of
 from ane_kdma.fileio import locked
+from ane_kdma.hw import credit_mode_literal
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
@@ -75,7 +76,7 @@ def test_credit_unit(sim: str, hyp: Hypothesis, chip: chips.Chip) -> None:
             module="cocotb_credit",
             toplevel_lang="verilog",
             verilog_sources=[str(RTL / "kdma_pkg.sv"), str(RTL / "kdma_credit.sv")],
-            parameters={"CreditMode": f"2'd{hyp.encoding}", **geometry},  # sized: -G is 32-bit
+            parameters={"CreditMode": credit_mode_literal(hyp.encoding), **geometry},
             python_search=[str(TB)],
             sim_build=str(build),
             timescale="1ns/1ps",
@@ -101,7 +102,7 @@ def test_single_core(sim: str, hyp: Hypothesis, case: str) -> None:
 
 def test_other_geometry(sim: str) -> None:
     """A build for another chip's ring and clamp: the testbench and model follow the design."""
-    hyp = hypotheses.get(hypotheses.DEFAULT_BUGGY)
+    hyp = CHIP.hypothesis
     p = params(hyp, 1, OTHER_CHIP)
     assert p["RingBits"] == 12, p
     run(sim, TOP, p, "cocotb_kdma", "model_matches_rtl_random", extra_env=scale_env(sim))
@@ -115,7 +116,7 @@ def test_multicore(sim: str, hyp: Hypothesis, case: str) -> None:
 
 def test_batch_run(sim: str, tmp_path: Path) -> None:
     """The CLI engine's path: a job document in, the counters out, equal to the model's."""
-    hyp = hypotheses.get(hypotheses.DEFAULT_BUGGY)
+    hyp = CHIP.hypothesis
     line = CHIP.line_bytes
     uneven = [None] * MULTI_CORES
     uneven[3] = (Task(0, 40 * line), Task(40 * line, 7 * line + 5))

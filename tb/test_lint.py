@@ -13,6 +13,7 @@ import subprocess
 import pytest
 from test_kdma import IDS, MODES, OTHER_CHIP
 
+from ane_kdma.hw import credit_mode_literal
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import RTL, rtl_sources, setup_verilator
 
@@ -49,7 +50,7 @@ def _sources(top: str) -> list[str]:
 def test_verilator_lint_wall_clean(hyp: Hypothesis, cores: int, target: str) -> None:
     setup_verilator()
     top, geometry = TARGETS[target]
-    params = {"CreditMode": f"2'd{hyp.encoding}", "NumCores": cores, **geometry}
+    params = {"CreditMode": credit_mode_literal(hyp.encoding), "NumCores": cores, **geometry}
     cmd = ["verilator", "--lint-only", "-Wall", "--top-module", top]
     cmd += [f"-G{k}={v}" for k, v in params.items()] + _sources(top)
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -20,6 +20,8 @@ COUNT_BITS = 32
 COUNT_MASK = (1 << COUNT_BITS) - 1
 RATE_FRAC_BITS = 16
 RATE_ONE = 1 << RATE_FRAC_BITS
+#: kdma_pkg::credit_mode_e is coded in this many bits (room for eight readings)
+CREDIT_MODE_BITS = 3
 
 
 def line_words(line_addr: np.ndarray | int) -> np.ndarray:
@@ -38,6 +40,13 @@ def line_data(line_addr: int) -> int:
     for j, word in enumerate(line_words(line_addr)[0]):
         value |= int(word) << (32 * j)
     return value
+
+
+def credit_mode_literal(encoding: int) -> str:
+    """A CreditMode parameter value sized to the enum (a bare -G/-P value is 32 bits wide)."""
+    if not 0 <= encoding < 1 << CREDIT_MODE_BITS:
+        raise ValueError(f"credit mode {encoding} does not fit in {CREDIT_MODE_BITS} bits")
+    return f"{CREDIT_MODE_BITS}'d{encoding}"
 
 
 def lines_for_bytes(size_bytes: int, line_bytes: int = LINE_BYTES) -> int:

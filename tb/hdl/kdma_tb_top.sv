@@ -12,7 +12,7 @@ module kdma_tb_top #(
   // Number of cores.
   parameter int NumCores = 1,
   // Credit arithmetic (kdma_pkg::credit_mode_e encoding).
-  parameter logic [1:0] CreditMode = 2'(kdma_pkg::CreditFixed),
+  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
   // Width of the prefetch ring pointers, in lines (a chip's ring_bits).
   parameter int RingBits = kdma_pkg::RING_BITS,
   // Clamp on the look-ahead credit, in lines (a chip's prefetch_max_lines).
