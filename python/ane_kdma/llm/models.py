@@ -34,8 +34,24 @@ SCOPES = {
     "lm_head": ("lm_head",),
 }
 MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KiB
-MAX_DIM = 10**9 - 1  # no dimension needs ten digits
-MAX_LAYERS = 10**4
+#: The most a config may ask for, size by size: 16 times the largest published dense
+#: decoder or more (Llama 3.1 405B: hidden 16384, intermediate 53248, 126 layers, 128
+#: heads; Gemma 3: a 262208-token vocabulary, head_dim 256), and small enough that no
+#: weight, layer count or product of them is out of reach: a config that asks for more
+#: is refused before anything is sized from it.
+LIMITS = {
+    "hidden_size": 1 << 18,
+    "intermediate_size": 1 << 20,
+    "num_hidden_layers": 1 << 12,
+    "num_attention_heads": 1 << 12,
+    "num_key_value_heads": 1 << 12,
+    "head_dim": 1 << 12,
+    "vocab_size": 1 << 23,
+}
+MAX_DIM = max(LIMITS.values())
+MAX_LAYERS = LIMITS["num_hidden_layers"]
+#: text_config inside text_config: a multimodal wrapper is one level, two at most seen
+MAX_NESTING = 3
 MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 REQUIRED = ("hidden_size", "intermediate_size", "num_hidden_layers")
 
@@ -118,7 +134,9 @@ def get_model(name: str) -> ModelConfig:
 def read_config(path: str | Path, lm_head_shards: int | None = None) -> ModelConfig:
     """A Hugging Face config.json of a known dense family, as a ModelConfig."""
     p = Path(path)
-    shown = fileio.shown(path, 60)
+    shown = fileio.shown(p, 60)
+    if fileio.is_dir(p, "--config"):
+        raise InputError(f"{shown}: no such config file (a folder: name the config.json in it)")
     raw = fileio.read_input(
         p, MAX_CONFIG_BYTES, "config.json", missing=f"{shown}: no such config file"
     )
@@ -144,13 +162,20 @@ def from_hf_dict(
     table = json.loads(families_file().read_text())
     families: dict[str, dict] = table["families"]
     top_type = _string(doc, "model_type", where)
-    cfg = doc
-    if "text_config" in doc:  # a multimodal wrapper: the language model is what decodes
-        cfg = doc["text_config"]
-        if not isinstance(cfg, dict):
+    chain = [doc]  # the config, then each text_config in it: the last is the language model
+    outer_type = top_type
+    while "text_config" in chain[-1]:  # a multimodal wrapper: the language model decodes
+        if len(chain) > MAX_NESTING:
+            raise InputError(f"{where}: text_config nested more than {MAX_NESTING} levels deep")
+        inner = chain[-1]["text_config"]
+        if not isinstance(inner, dict):
             raise InputError(f"{where}: text_config is not an object")
+        if isinstance(chain[-1].get("model_type"), str):
+            outer_type = chain[-1]["model_type"]
+        chain.append(inner)
         where = f"{where} text_config"
-    kind = cfg.get("model_type", table["text_config_of"].get(top_type, top_type))
+    cfg = chain[-1]
+    kind = cfg.get("model_type", table["text_config_of"].get(outer_type, outer_type))
     if not isinstance(kind, str):
         raise InputError(f"{where}: model_type is not a string")
     _refuse_moe(cfg, kind, where)
@@ -172,14 +197,13 @@ def from_hf_dict(
     kv = _dim(cfg, "num_key_value_heads", where, fam)
     if heads % kv:
         raise InputError(f"{where}: {heads} attention heads are not a multiple of {kv} KV heads")
-    tied = cfg.get(
-        "tie_word_embeddings", doc.get("tie_word_embeddings", fam["tie_word_embeddings"])
+    tied = next(
+        (c["tie_word_embeddings"] for c in reversed(chain) if "tie_word_embeddings" in c),
+        fam["tie_word_embeddings"],
     )
     if not isinstance(tied, bool):
         raise InputError(f"{where}: tie_word_embeddings is not true or false")
     layers = _dim(cfg, "num_hidden_layers", where)
-    if layers > MAX_LAYERS:
-        raise InputError(f"{where}: num_hidden_layers {layers} is more than {MAX_LAYERS}")
     return ModelConfig(
         name=name,
         label=f"{name} ({kind} config)",
@@ -210,9 +234,10 @@ def _dim(cfg: dict, key: str, where: str, defaults: dict | None = None) -> int:
         raise InputError(f"{where}: missing {key}")
     if isinstance(v, bool) or not isinstance(v, int):
         raise InputError(f"{where}: {key} is {type(v).__name__}, not an integer")
-    if not 1 <= v <= MAX_DIM:
+    limit = LIMITS[key]
+    if not 1 <= v <= limit:
         shown = str(v) if abs(v) < 10**12 else f"{str(v)[:12]}... ({len(str(abs(v)))} digits)"
-        raise InputError(f"{where}: {key} {shown} is out of range (1..{MAX_DIM})")
+        raise InputError(f"{where}: {key} {shown} is out of range (1..{limit})")
     return v
 
 
