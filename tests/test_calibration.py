@@ -143,7 +143,7 @@ def test_rtl_equals_model_at_fitted_settings() -> None:
     lb, ring = CHIP.line_bytes, CHIP.ring_lines
     for h in hyps.in_rtl():
         loads = [contract.Workload.from_size(ring * lb, 1)]
-        if h.name == hyps.DEFAULT_BUGGY:
+        if h.name == CHIP.hypothesis.name:
             loads += [
                 contract.Workload.from_size(16128 * lb, 1),
                 contract.Workload.from_size(ring * lb, 1, 2),

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ane_kdma import hypotheses as hyps
-from ane_kdma.chip import data_dir
+from ane_kdma.chip import data_dir, load
 from ane_kdma.cli import main
 from ane_kdma.contract import split_lines
 from ane_kdma.errors import InputError
@@ -31,7 +30,7 @@ def test_predict_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(doc) == {"bytes_per_core", "lines_per_core", "variant", "split", "time_us", "gbps"}
     assert (
         doc["lines_per_core"] == 0x4000
-        and doc["variant"] == hyps.DEFAULT_BUGGY
+        and doc["variant"] == load().hypothesis.name  # the reading the m3 profile names
         and doc["split"] == 1
     )
     fixed = _json(

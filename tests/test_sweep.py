@@ -118,7 +118,7 @@ def test_overlay_laps_lie_on_one_another(out: Path) -> None:
         assert np.allclose(
             t[f"{name}_excess_us"], t[f"{name}_time_us"] - t["fixed_time_us"], atol=2e-3
         ), name
-    h = hyps.DEFAULT_BUGGY
+    h = CHIP.hypothesis.name
     slopes = []
     for lap in range(1, 9):
         time = t[f"{h}_time_us"][k == lap]

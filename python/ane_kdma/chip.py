@@ -11,6 +11,30 @@ Units live here and nowhere else: :meth:`Chip.time_us` turns cycles into µs
 with the per-request overhead and the DRAM ceiling applied, and
 :meth:`Chip.gbps` turns bytes and µs into GB/s. No engine or command does
 either on its own, so nothing can report above the ceiling.
+
+A chip folder is checked whole by :func:`load` before any command uses it:
+chip.json, the profile, fits.json and every file in ``measured/``, each
+refusal one line naming the file and the key. Besides types and finiteness,
+chip.json is held to what the RTL and the physics allow (each bound below is
+refused beyond it, with this reason):
+
+* ``cores`` 1..16: kdma_top's ``NumCores`` (:data:`ane_kdma.hw.MAX_CORES`).
+* ``line_bytes`` a power of two; ``kmem_lines`` a power of two up to 4096
+  (four times the M3's 1024-line KMem: a core-private SRAM; the planner's
+  search and the analytic model grow with it).
+* ``prefetch_max_lines`` a power of two (the RTL's page is the low
+  $clog2(clamp) bits of the issued count), at most the KMem (the RTL caps
+  window + credit at the KMem, so a larger clamp never binds) and at most half
+  the ring (the signed reading's magnitude never exceeds half a ring).
+* ``clock.ns_per_cycle`` 0.1..100 ns (a 10 GHz to 10 MHz clock).
+* ``dram_ceiling`` at least one line per cycle (line_bytes / ns_per_cycle GB/s:
+  a memory that cannot feed one kernel-DMA core at its full rate) and at most
+  what kdma_top's 22-bit aggregate-rate input holds.
+* ``td`` offsets word-aligned, inside the descriptor, and no two registers
+  overlapping (a coefficient register spans one word per core).
+
+The profile and every fit must be for this chip (its ceiling and clock),
+name a registered buggy reading and mechanism, and fit the RTL's inputs.
 """
 
 from __future__ import annotations
@@ -19,21 +43,28 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ane_kdma import fileio
-from ane_kdma.contract import MAX_CORES
+from ane_kdma import hypotheses as hyps
+from ane_kdma import measured as measured_data
 from ane_kdma.errors import InputError
-from ane_kdma.hw import ADDR_BITS, RATE_ONE
-from ane_kdma.hypotheses import Geometry
-from ane_kdma.profile import Profile, Settings, load_profile
-from ane_kdma.schema import Doc
+from ane_kdma.hw import ADDR_BITS, MAX_CORES, RATE_ONE
+from ane_kdma.hypotheses import Geometry, Hypothesis
+from ane_kdma.profile import AGG_RATE_MAX_Q16, Profile, Settings, load_fits, load_profile
+from ane_kdma.schema import Doc, Source, source
 
 DEFAULT_CHIP = "m3"
 CHIP_FILE = "chip.json"
 PROFILE_FILE = "profile.json"
+FITS_FILE = "fits.json"
 MEASURED_DIR = "measured"
+FP16_BYTES = 2
+MAX_KMEM_LINES = 4096  # four times the M3's KMem (module doc)
+CLOCK_NS = (0.1, 100.0)  # a 10 GHz to 10 MHz clock
 
 
 def data_dir() -> Path:
@@ -90,6 +121,14 @@ class TdLayout:
                 raise offs.fail(offs.key(name), f"0x{off:x} is not word-aligned")
             if off + span > size:
                 raise offs.fail(offs.key(name), f"0x{off:x} + {span} bytes runs past the TD")
+        spans = sorted((off, name) for name, off in values.items())
+        for (off, name), (nxt, other) in zip(spans, spans[1:], strict=False):
+            end = off + (4 * cores if name.startswith("coeff_") else 4)
+            if nxt < end:
+                raise offs.fail(
+                    offs.key(other),
+                    f"0x{nxt:x} overlaps {name} (0x{off:x}..0x{end - 1:x}): one register each",
+                )
         return cls(
             bytes=size,
             stream_word=doc.hexint("stream_word"),
@@ -102,7 +141,11 @@ class TdLayout:
 @dataclass(frozen=True)
 class Ceiling:
     value_gbps: float
-    citation: str
+    source: Source
+
+    @property
+    def citation(self) -> str:
+        return self.source.cite()
 
 
 @dataclass(frozen=True)
@@ -116,6 +159,7 @@ class Chip:
     td: TdLayout
     fitted: Profile | None  # profile.json; None until `calibrate --chip` has written one
     ns_per_cycle_hand_set: float  # the clock calibrate assumes (chip.json clock)
+    fits: tuple[Profile, ...] = ()  # fits.json: every pair calibrate fitted, each checked
 
     @property
     def profile(self) -> Profile:
@@ -160,20 +204,51 @@ class Chip:
         ).check(self.geometry.kmem_lines)
 
     @property
-    def hypothesis(self):  # -> Hypothesis: the reading the profile was fitted with
-        from ane_kdma import hypotheses
+    def hypothesis(self) -> Hypothesis:
+        """The reading this chip's profile names: what "buggy" means here, and only here."""
+        return hyps.get(self.profile.hypothesis)
 
-        return hypotheses.get(self.profile.hypothesis)
+    def variant(self, name: str) -> Hypothesis:
+        """A ``--variant`` on this chip: a reading by name, or "buggy" for the profile's reading.
+
+        The one place "buggy" is resolved: the CLI, the library and the analyses
+        all come here, so two chips may mean different readings by it.
+        """
+        return self.hypothesis if hyps.is_buggy_alias(name) else hyps.get(name)
 
     def with_profile(self, profile: Profile) -> Chip:
         _check_profile(self, profile, profile.name)
-        return replace(self, fitted=profile)
+        chip = replace(self, fitted=profile)
+        if "measured" in self.__dict__:  # the same figures: read once per folder
+            chip.__dict__["measured"] = self.__dict__["measured"]
+        return chip
 
     @cached_property
-    def measured(self):  # -> measured.Measurements (imported lazily: measured imports chip)
-        from ane_kdma import measured
+    def measured(self) -> measured_data.Measurements:
+        """The figures of measured/ (read and checked once, by :func:`load`)."""
+        return measured_data.load(self.path / MEASURED_DIR, self)
 
-        return measured.load(self.path / MEASURED_DIR, self)
+    # ------------------------------------------------------------ a D x N matmul on the cores
+    def bytes_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        """(N / cores) * D * 2: the kernels of X[1,D] x W[D,N] spread evenly over the cores."""
+        n_arr = np.asarray(n, dtype=np.int64)
+        if np.any(n_arr % self.cores):
+            raise InputError(f"N must be a multiple of {self.cores} cores: {n}")
+        return n_arr // self.cores * np.asarray(d, dtype=np.int64) * FP16_BYTES
+
+    def lines_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
+        size = self.bytes_per_core(d, n)
+        if np.any(size % self.line_bytes):
+            raise InputError(f"D x N = {d} x {n} does not give whole lines per core")
+        return size // self.line_bytes
+
+    def aggregate_gbps(self, bytes_each: ArrayLike, time_us: ArrayLike) -> Any:
+        """cores * bytes_per_core / time, the article's definition of throughput."""
+        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(time_us) * 1e3)
+
+    def time_for_gbps(self, bytes_each: ArrayLike, gbps: ArrayLike) -> Any:
+        """The task time (µs) a throughput figure implies for all cores."""
+        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(gbps) * 1e3)
 
     # ------------------------------------------------------------ units, in one place
     def _stream_ns(self, cycles, bytes_total):
@@ -224,33 +299,37 @@ def resolve(name_or_dir: str | Path | None) -> Path:
 
 
 def load(name_or_dir: str | Path | None = None, profile: str | Path | None = None) -> Chip:
-    """A chip folder, schema-checked; `profile` overrides its profile.json with another file."""
+    """A chip folder, checked whole (module doc); `profile` overrides its profile.json."""
     folder = resolve(name_or_dir)
     doc = Doc.load(folder / CHIP_FILE, "chip file")
     cores = doc.integer("cores", 1, MAX_CORES)
-    line_bytes = doc.integer("line_bytes", 4, 4096)
-    if line_bytes & (line_bytes - 1):
-        raise doc.fail("line_bytes", f"{line_bytes} is not a power of two")
+    line_bytes = _power_of_two(doc, "line_bytes", 4, 4096)
+    ring_bits = doc.integer("ring_bits", 2, 31)
+    kmem_lines = _power_of_two(doc, "kmem_lines", 2, MAX_KMEM_LINES)
+    clamp_hi = min(kmem_lines, (1 << ring_bits) // 2)
     geometry = Geometry(
         line_bytes=line_bytes,
-        ring_bits=doc.integer("ring_bits", 2, 31),
-        prefetch_max_lines=doc.integer("prefetch_max_lines", 1, 1 << 16),
-        kmem_lines=doc.integer("kmem_lines", 2, 1 << 16),
+        ring_bits=ring_bits,
+        prefetch_max_lines=_power_of_two(doc, "prefetch_max_lines", 1, clamp_hi),
+        kmem_lines=kmem_lines,
     )
-    if geometry.kmem_lines & (geometry.kmem_lines - 1):
-        raise doc.fail("kmem_lines", f"{geometry.kmem_lines} is not a power of two")
+    ns = doc.obj("clock").number("ns_per_cycle", *CLOCK_NS)
     cdoc = doc.obj("dram_ceiling")
     unit = cdoc.string("unit")
     if unit != "GB/s":
-        raise cdoc.fail(cdoc.key("unit"), f"expected 'GB/s', found {unit!r}")
-    ceiling = Ceiling(cdoc.number("value", positive=True, hi=1e6), _citation(cdoc))
+        raise cdoc.fail(cdoc.key("unit"), f"expected 'GB/s', found {unit[:40]!r}")
+    one_line = line_bytes / ns  # GB/s is bytes per ns
+    top = AGG_RATE_MAX_Q16 / RATE_ONE * one_line
+    ceiling = Ceiling(cdoc.number("value", one_line, top, positive=True), source(cdoc))
     name = doc.string("name")
     if name != folder.name and folder.parent.resolve() == chips_dir().resolve():
-        raise doc.fail("name", f"{name!r} does not match its folder {folder.name!r}")
+        raise doc.fail("name", f"{name[:40]!r} does not match its folder {folder.name!r}")
     prof_path = Path(profile) if profile is not None else folder / PROFILE_FILE
     if profile is not None and not prof_path.suffix:
         prof_path = chips_dir() / str(profile) / PROFILE_FILE  # --profile NAME: that chip's fit
-    prof = None if profile is None and not prof_path.exists() else load_profile(prof_path)
+    absent = profile is None and fileio.probe(prof_path, "profile") is None
+    prof = None if absent else load_profile(prof_path)  # anything there but a file: refused
+    fits_path = folder / FITS_FILE
     chip = Chip(
         name=name,
         label=doc.string("label", name),
@@ -260,31 +339,42 @@ def load(name_or_dir: str | Path | None = None, profile: str | Path | None = Non
         ceiling=ceiling,
         td=TdLayout.from_doc(doc.obj("td"), cores),
         fitted=prof,
-        ns_per_cycle_hand_set=doc.obj("clock").number("ns_per_cycle", positive=True, hi=1e6),
+        ns_per_cycle_hand_set=ns,
+        fits=() if fileio.probe(fits_path, "fits file") is None else load_fits(fits_path),
     )
     if prof is not None:
         _check_profile(chip, prof, str(prof_path))
+    for i, fit in enumerate(chip.fits):
+        _check_profile(chip, fit, f"{fits_path}: fits[{i}]")
+    chip.measured  # noqa: B018 (read and checked now, before any command uses the chip)
     return chip
 
 
+def _power_of_two(doc: Doc, name: str, lo: int, hi: int) -> int:
+    value = doc.integer(name, lo, hi)
+    if value & (value - 1):
+        raise doc.fail(name, f"{value} is not a power of two")
+    return value
+
+
 def _check_profile(chip: Chip, profile: Profile, where: str) -> None:
+    """A profile fitted for this chip: its ceiling and clock, and inputs the RTL can take."""
     if not math.isclose(profile.ceiling_gbps, chip.ceiling_gbps, rel_tol=1e-12):
         raise InputError(
             f"{where}: profile fitted for a {profile.ceiling_gbps:g} GB/s ceiling, "
             f"chip {chip.name} has {chip.ceiling_gbps:g} GB/s (recalibrate)"
+        )
+    if not math.isclose(profile.ns_per_cycle, chip.ns_per_cycle_hand_set, rel_tol=1e-12):
+        raise InputError(
+            f"{where}: profile fitted at {profile.ns_per_cycle:g} ns per cycle, chip "
+            f"{chip.name}'s clock is {chip.ns_per_cycle_hand_set:g} ns (recalibrate)"
         )
     if profile.window_lines > chip.geometry.kmem_lines:
         raise InputError(
             f"{where}: window_lines {profile.window_lines} exceeds the chip's "
             f"{chip.geometry.kmem_lines}-line KMem"
         )
-
-
-def _citation(doc: Doc) -> str:
-    """A figure's source: a URL or a citation; every figure must name one."""
-    src = doc.obj("source")
-    title = src.string("title", "") or src.string("name", "")
-    where = src.string("url", "") or src.string("cited_in", "") or src.string("transcribed_in", "")
-    if not title or not where:
-        raise src.fail(src.where, "a source needs a title (or name) and a url (or cited_in)")
-    return f"{title}, {where}"
+    try:
+        replace(chip, fitted=profile).settings.check(chip.geometry.kmem_lines)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None

@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ane_kdma.errors import InputError
-from ane_kdma.hw import ADDR_BITS, LINE_BYTES
+from ane_kdma.hw import ADDR_BITS, LINE_BYTES, MAX_CORES
 
 if TYPE_CHECKING:
     from ane_kdma.chip import Chip
     from ane_kdma.hypotheses import Hypothesis
 
-MAX_CORES = 16
 MAX_TASKS = 1 << 16  # tasks per core in one workload
 
 

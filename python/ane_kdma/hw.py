@@ -20,6 +20,7 @@ COUNT_BITS = 32
 COUNT_MASK = (1 << COUNT_BITS) - 1
 RATE_FRAC_BITS = 16
 RATE_ONE = 1 << RATE_FRAC_BITS
+MAX_CORES = 16  # kdma_top takes 1..16 cores (NumCores); a chip may have fewer, never more
 #: kdma_pkg::credit_mode_e is coded in this many bits (room for eight readings)
 CREDIT_MODE_BITS = 3
 

@@ -9,64 +9,57 @@ source will do as long as each figure names one (a URL or a citation), on the
 dataset or on the figure itself. Analyses skip what a chip does not have.
 
 Per-core sizes follow the chip: a matmul X[1,D] x W[D,N] gives each of the
-chip's cores N / cores x D x 2 bytes (fp16).
+chip's cores N / cores x D x 2 bytes (fp16, :meth:`ane_kdma.chip.Chip.bytes_per_core`).
+
+Bounds. Every figure is read by the kind of quantity it is (one reader per
+kind below), and each kind has the range the physics allows, so a figure no
+command could use stops here, in the loader every command shares:
+
+* a throughput (GB/s) is above 0 and at most the chip's DRAM ceiling (nothing
+  measured beats the memory's theoretical peak);
+* a time (µs) is above 0, and a measured task or lap time is at least what the
+  ceiling allows for the bytes it moved;
+* a per-core size (B) fits the 32-bit size register (1 .. 2^32 - 1), and a
+  D x N pair gives one in whole lines, N a multiple of the cores;
+* an offset from the notch (lines) is within half a ring, and a point's x
+  agrees with its D x N; a page is within a ring; a lap count k keeps k rings
+  per core in the size register;
+* a task count is 1 .. 65536 (a workload's tasks per core) and the tasks of a
+  split add up to the size they split;
+* R² lies in [0, 1]; a core count in 1 .. the chip's cores;
+* a list holds at most 64 values (:data:`ane_kdma.schema.MAX_LIST`).
+
+Adding a dataset (a Table B, a Table C): a reader of its file in ``DATASETS``
+and a field in :class:`Measurements`; its figures go through the same kind
+readers (:func:`_figure`, :func:`_gbps`, :func:`_size`, :func:`_time_us`), so
+they carry unit, qualifier and source and get the same bounds. Files are found
+by name, never by listing the folder, so a folder of any size is read in
+bounded time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ane_kdma.errors import InputError
-from ane_kdma.schema import Doc
+from ane_kdma import fileio
+from ane_kdma.contract import MAX_TASKS
+from ane_kdma.hw import ADDR_BITS, lap_and_offset
+from ane_kdma.schema import Doc, Source, source
 
 if TYPE_CHECKING:
     from ane_kdma.chip import Chip
 
-FP16_BYTES = 2
-FILES = ("table_a.json", "point_facts.json", "platform.json")
+__all__ = ["DATASETS", "Figure", "Measurements", "Source", "load"]
 
-
-@dataclass(frozen=True)
-class Geometry:
-    """What the figures need of the chip: how a D x N matmul spreads over its cores."""
-
-    cores: int
-    line_bytes: int
-    ring_lines: int
-
-    def bytes_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
-        """(N / cores) * D * 2: the kernels of X[1,D] x W[D,N] spread evenly over the cores."""
-        n_arr = np.asarray(n, dtype=np.int64)
-        if np.any(n_arr % self.cores):
-            raise InputError(f"N must be a multiple of {self.cores} cores: {n}")
-        return n_arr // self.cores * np.asarray(d, dtype=np.int64) * FP16_BYTES
-
-    def lines_per_core(self, d: int | np.ndarray, n: int | np.ndarray) -> np.ndarray:
-        size = self.bytes_per_core(d, n)
-        if np.any(size % self.line_bytes):
-            raise InputError(f"D x N = {d} x {n} does not give whole lines per core")
-        return size // self.line_bytes
-
-    def aggregate_gbps(self, bytes_each: float | np.ndarray, time_us: float | np.ndarray):
-        """cores * bytes_per_core / time, the article's definition of throughput."""
-        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(time_us) * 1e3)
-
-    def time_for_gbps(self, bytes_each: float | np.ndarray, gbps: float | np.ndarray):
-        """The task time (µs) a throughput figure implies for all cores."""
-        return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(gbps) * 1e3)
-
-
-@dataclass(frozen=True)
-class Source:
-    title: str
-    where: str  # URL or citation
-
-    def cite(self) -> str:
-        return f"{self.title}, {self.where}"
+MAX_BYTES = (1 << ADDR_BITS) - 1  # the 32-bit size register
+MAX_TIME_US = 1e9  # a quarter of an hour: far longer than any task the size register allows
+MAX_SLOPE_US = 1e6  # µs per line per lap
+MAX_SPAN_MIB = float(1 << 20)  # an address span in MiB: a TiB
 
 
 @dataclass(frozen=True)
@@ -104,7 +97,7 @@ class TableA:
     d: tuple[int, ...]
     replicas: dict[str, tuple[float, ...]]
     source: Source
-    geo: Geometry = field(repr=False)
+    geo: Chip = field(repr=False)
 
     @property
     def medians(self) -> np.ndarray:
@@ -221,7 +214,7 @@ class Platform:
 
 @dataclass(frozen=True)
 class Measurements:
-    geo: Geometry
+    geo: Chip  # the chip whose cores and lines the figures spread over
     table_a: TableA | None
     facts: Facts
     platform: Platform | None
@@ -259,64 +252,115 @@ class Measurements:
         return self.known_gbps(bytes_per_core) if cores == self.geo.cores else None
 
 
-# ---------------------------------------------------------------- reading
+# ---------------------------------------------------------------- reading, one kind at a time
 
 
-def _source(doc: Doc, inherited: Source | None) -> Source:
-    if not doc.has("source"):
-        if inherited is None:
-            raise doc.fail(doc.key("source"), "every figure needs a source (url or citation)")
-        return inherited
-    src = doc.obj("source")
-    title = src.string("title", "") or src.string("name", "")
-    where = src.string("url", "") or src.string("cited_in", "") or src.string("transcribed_in", "")
-    if not title or not where:
-        raise src.fail(src.where, "a source needs a title (or name) and a url (or cited_in)")
-    return Source(title, where)
-
-
-def _figure(doc: Doc, src: Source | None, unit: str | None = None) -> Figure:
+def _unit(doc: Doc, unit: str | None) -> str:
     u = doc.string("unit")
     if unit is not None and u != unit:
-        raise doc.fail(doc.key("unit"), f"expected {unit!r}, found {u!r}")
+        raise doc.fail(doc.key("unit"), f"expected {unit!r}, found {u[:40]!r}")
+    return u
+
+
+def _figure(doc: Doc, src: Source | None, unit: str | None = None, hi: float = 0.0) -> Figure:
+    """A value above 0 (at most `hi`, if given) with its unit, qualifier and source."""
+    u = _unit(doc, unit)
     q = doc.string("qualifier", "")
-    return Figure(doc.number("value"), u, q, _source(doc, src))
+    value = doc.number("value", hi=hi or None, positive=True)
+    return Figure(value, u, q, source(doc, src))
 
 
-def _int(doc: Doc, name: str, unit: str | None = None) -> int:
-    fig = _figure(doc.obj(name), Source("-", "-"), unit)
-    if fig.value != int(fig.value):
-        raise doc.fail(doc.key(name), f"not a whole number: {fig.value}")
-    return int(fig.value)
+def _int(doc: Doc, name: str, unit: str | None, lo: int, hi: int) -> int:
+    """A whole number in lo..hi, given as a figure (value and unit)."""
+    sub = doc.obj(name)
+    _unit(sub, unit)
+    value = sub.raw("value")
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2.0**53:
+        value = int(value)  # 1048576.0 is a whole number; 1e308 is refused by its range
+    return sub._check_int(value, sub.key("value"), lo, hi)
 
 
-def _span(doc: Doc, unit: str | None = None) -> Span:
-    u = doc.string("unit")
-    if unit is not None and u != unit:
-        raise doc.fail(doc.key("unit"), f"expected {unit!r}, found {u!r}")
-    lo, hi = doc.number("min"), doc.number("max")
-    if lo > hi:
-        raise doc.fail(doc.where, f"min {lo} above max {hi}")
-    return Span(lo, hi, u)
-
-
-def _ints(doc: Doc, name: str) -> tuple[int, ...]:
+def _ints(doc: Doc, name: str, lo: int, hi: int) -> tuple[int, ...]:
     sub = doc.obj(name)
     sub.string("unit")
-    return tuple(sub.integers("values"))
+    values = sub.integers("values")
+    for i, v in enumerate(values):
+        sub._check_int(v, f"{sub.key('values')}[{i}]", lo, hi)
+    return tuple(values)
 
 
-def _point(doc: Doc, src: Source, geo: Geometry) -> Point:
-    d, n = _int(doc, "d"), _int(doc, "n")
-    size = int(geo.bytes_per_core(d, n))
-    x = _int(doc, "x", "lines") if doc.has("x") else None
-    return Point(d, n, _figure(doc.obj("throughput"), src, "GB/s"), size, size // geo.line_bytes, x)
+def _span(doc: Doc, unit: str | None, lo: float, hi: float) -> Span:
+    u = _unit(doc, unit)
+    a, b = doc.number("min", lo, hi), doc.number("max", lo, hi)
+    if a > b:
+        raise doc.fail(doc.where, f"min {a} above max {b}")
+    return Span(a, b, u)
 
 
-def _table_a(doc: Doc, geo: Geometry) -> TableA:
-    src = _source(doc, None)
-    n = _int(doc.obj("conditions"), "n")
-    d = _ints(doc, "d")
+def _gbps(doc: Doc, src: Source | None, chip: Chip) -> Figure:
+    """A throughput: above 0, at most the DRAM ceiling."""
+    return _figure(doc, src, "GB/s", hi=chip.ceiling_gbps)
+
+
+def _gbps_span(doc: Doc, chip: Chip) -> Span:
+    span = _span(doc, "GB/s", 0.0, chip.ceiling_gbps)
+    if span.lo <= 0:
+        raise doc.fail(doc.key("min"), f"{span.lo} must be above 0")
+    return span
+
+
+def _time_us(doc: Doc, key: str, value: float, chip: Chip, bytes_each: float) -> float:
+    """A time for all cores to move `bytes_each` each: no less than the DRAM ceiling allows."""
+    least = chip.cores * bytes_each / (chip.ceiling_gbps * 1e3)
+    if not least <= value <= MAX_TIME_US:
+        raise doc.fail(
+            key,
+            f"{value:g} us outside {least:.4g}..{MAX_TIME_US:g} "
+            f"({chip.cores} x {bytes_each:g} B at the {chip.ceiling_gbps:g} GB/s ceiling)",
+        )
+    return value
+
+
+def _size(doc: Doc, name: str) -> int:
+    """A per-core size in bytes: what the 32-bit size register holds."""
+    return _int(doc, name, "B", 1, MAX_BYTES)
+
+
+def _offset(doc: Doc, name: str, chip: Chip) -> int:
+    half = chip.ring_lines // 2
+    return _int(doc, name, "lines", -half, half)
+
+
+def _matmul(doc: Doc, chip: Chip, d: tuple[int, ...], n: int, key: str) -> list[int]:
+    """The per-core sizes of D x N matmuls: whole lines that the size register holds."""
+    if n % chip.cores:
+        raise doc.fail(key, f"N = {n} is not a multiple of the chip's {chip.cores} cores")
+    sizes = []
+    for value in d:  # Python integers: nothing overflows before the check
+        size = n // chip.cores * value * 2
+        if size > MAX_BYTES:
+            raise doc.fail(key, f"D x N = {value} x {n} is {size} B per core, above 2^32 - 1")
+        if size % chip.line_bytes:
+            raise doc.fail(key, f"D x N = {value} x {n} does not give whole lines per core")
+        sizes.append(size)
+    return sizes
+
+
+def _point(doc: Doc, src: Source, chip: Chip) -> Point:
+    d, n = _int(doc, "d", None, 1, MAX_BYTES), _int(doc, "n", None, 1, MAX_BYTES)
+    size = _matmul(doc, chip, (d,), n, doc.key("d"))[0]
+    lines = size // chip.line_bytes
+    x = _offset(doc, "x", chip) if doc.has("x") else None
+    if x is not None and x != lap_and_offset(lines, chip.ring_lines)[1]:
+        raise doc.fail(doc.key("x"), f"x = {x} lines, but D x N = {d} x {n} is {lines} lines")
+    return Point(d, n, _gbps(doc.obj("throughput"), src, chip), size, lines, x)
+
+
+def _table_a(doc: Doc, chip: Chip) -> TableA:
+    src = source(doc)
+    n = _int(doc.obj("conditions"), "n", None, 1, MAX_BYTES)
+    d = _ints(doc, "d", 1, MAX_BYTES)
+    sizes = _matmul(doc, chip, d, n, doc.key("d"))
     reps = doc.obj("replicas")
     if not reps.data:
         raise reps.fail(reps.where, "must be a non-empty object")
@@ -327,90 +371,114 @@ def _table_a(doc: Doc, geo: Geometry) -> TableA:
         vals = tuple(rep.numbers("values"))
         if len(vals) != len(d):
             raise rep.fail(rep.where, f"{len(vals)} values for {len(d)} D values")
-        if any(v <= 0 for v in vals):
-            raise rep.fail(rep.where, "times must be positive")
+        for i, (v, size) in enumerate(zip(vals, sizes, strict=True)):
+            _time_us(rep, f"{rep.key('values')}[{i}]", v, chip, size)
         replicas[name] = vals
-    return TableA(n, d, replicas, src, geo)
+    return TableA(n, d, replicas, src, chip)
 
 
-def _facts(doc: Doc, geo: Geometry) -> Facts:
-    src = _source(doc, None)
+def _facts(doc: Doc, chip: Chip) -> Facts:
+    src = source(doc)
     f = doc.obj("facts")
     get = f.optional
-    out: dict[str, object] = {}
+    ring, lb = chip.ring_lines, chip.line_bytes
+    out: dict[str, Any] = {}
     if (p := get("notch_point")) is not None:
-        out["notch"] = _point(p, src, geo)
+        out["notch"] = _point(p, src, chip)
     if (p := get("shoulder_point")) is not None:
-        out["shoulder"] = _point(p, src, geo)
+        out["shoulder"] = _point(p, src, chip)
     if (p := get("floor")) is not None:
-        out["floor"] = Floor(_span(p.obj("throughput"), "GB/s"), _ints(p, "laps"))
+        laps = _ints(p, "laps", 1, MAX_BYTES // (ring * lb))
+        out["floor"] = Floor(_gbps_span(p.obj("throughput"), chip), laps)
     if (p := get("nominal")) is not None:
         low, high = p.obj("low"), p.obj("high")
         out["nominal"] = Nominal(
-            _span(p.obj("throughput"), "GB/s"),
-            _figure(low, src, "GB/s"),
-            _int(low, "bytes_per_core", "B"),
-            _figure(high, src, "GB/s"),
-            _int(high, "bytes_per_core", "B"),
+            _gbps_span(p.obj("throughput"), chip),
+            _gbps(low, src, chip),
+            _size(low, "bytes_per_core"),
+            _gbps(high, src, chip),
+            _size(high, "bytes_per_core"),
         )
     if (p := get("only_total")) is not None:
         out["only_total"] = OnlyTotal(
-            _int(p, "bytes_per_core", "B"), _figure(p.obj("throughput"), src, "GB/s")
+            _size(p, "bytes_per_core"), _gbps(p.obj("throughput"), src, chip)
         )
     if (p := get("v_notch")) is not None:
-        out["v_notch"] = VNotch(_ints(p, "recovery_offsets"), _int(p, "page", "lines"))
+        half = ring // 2
+        out["v_notch"] = VNotch(
+            _ints(p, "recovery_offsets", -half, half), _int(p, "page", "lines", 1, ring)
+        )
     if (p := get("k_scaling")) is not None:
-        out["k_scaling"] = KScaling(_figure(p.obj("slope_per_lap"), src), _span(p.obj("r_squared")))
+        out["k_scaling"] = KScaling(
+            _figure(p.obj("slope_per_lap"), src, hi=MAX_SLOPE_US),
+            _span(p.obj("r_squared"), None, 0.0, 1.0),
+        )
     if (p := get("lap_times")) is not None:
         shoulder = p.obj("shoulder")
+        notch, shoulder_t = _figure(p.obj("notch"), src), _figure(shoulder, src)
+        for key, fig in (("notch", notch), ("shoulder", shoulder_t)):  # a lap: a ring per core
+            _time_us(p, p.key(f"{key}.value"), fig.value, chip, ring * lb)
         out["lap_times"] = LapTimes(
-            _figure(p.obj("notch"), src),
-            _figure(p.obj("notch_throughput"), src, "GB/s"),
-            _figure(shoulder, src),
-            _int(shoulder, "offset", "lines"),
+            notch,
+            _gbps(p.obj("notch_throughput"), src, chip),
+            shoulder_t,
+            _offset(shoulder, "offset", chip),
         )
     if (p := get("core_count")) is not None:
-        out["core_count"] = CoreCount(_int(p, "n"), _ints(p, "d"), _span(p.obj("cores")))
+        n = _int(p, "n", None, 1, MAX_BYTES)
+        d = _ints(p, "d", 1, MAX_BYTES)
+        _matmul(p, chip, d, n, p.key("d"))
+        out["core_count"] = CoreCount(n, d, _span(p.obj("cores"), None, 1, chip.cores))
     if (p := get("scrambling")) is not None:
         out["scrambling"] = Scrambling(
-            _figure(p.obj("baseline"), src, "GB/s"),
-            _figure(p.obj("scrambled"), src, "GB/s"),
-            _figure(p.obj("span"), src, "MiB"),
+            _gbps(p.obj("baseline"), src, chip),
+            _gbps(p.obj("scrambled"), src, chip),
+            _figure(p.obj("span"), src, "MiB", hi=MAX_SPAN_MIB),
         )
     if (p := get("split_workaround")) is not None:
-        raw = p.raw("splits")
-        if not isinstance(raw, list) or not raw:
-            raise p.fail(p.key("splits"), "must be a non-empty list")
+        total = _size(p, "bytes_per_core")
         splits = []
-        for i, item in enumerate(raw):
-            s = Doc(item, p.key(f"splits[{i}]"), p.path)
-            splits.append((_int(s, "tasks", "tasks"), _int(s, "task_bytes", "B")))
-        out["split"] = SplitWorkaround(_int(p, "bytes_per_core", "B"), tuple(splits))
+        for s in p.objects("splits", 16):
+            tasks, each = _int(s, "tasks", "tasks", 1, MAX_TASKS), _size(s, "task_bytes")
+            if tasks * each != total:
+                raise s.fail(s.where, f"{tasks} x {each} B is not the {total} B it splits")
+            splits.append((tasks, each))
+        out["split"] = SplitWorkaround(total, tuple(splits))
     if (p := get("control")) is not None:
-        out["control_bytes"] = _int(p, "bytes_per_core", "B")
+        out["control_bytes"] = _size(p, "bytes_per_core")
     quotes = {k: v.data.get("quote", "") for k, v in f.items()}
     return Facts(**out, quotes={k: q for k, q in quotes.items() if isinstance(q, str)})
 
 
-def _platform(doc: Doc) -> Platform | None:
+def _platform(doc: Doc, chip: Chip) -> Platform | None:
     f = doc.obj("facts")
     a = f.optional("anemll_bench")
     if a is None:
         return None
-    src = _source(a, None)
-    return Platform(_figure(a.obj("throughput"), src, "GB/s"), a.string("workload", ""))
+    return Platform(_gbps(a.obj("throughput"), source(a), chip), a.string("workload", ""))
+
+
+#: every dataset a chip may bring: its file in measured/ and its reader
+DATASETS: dict[str, Callable[[Doc, Chip], Any]] = {
+    "table_a.json": _table_a,
+    "point_facts.json": _facts,
+    "platform.json": _platform,
+}
+FILES = tuple(DATASETS)
 
 
 def load(directory: str | Path, chip: Chip) -> Measurements:
     """Every dataset present in `directory` (a chip's measured/ folder); each file optional."""
     base = Path(directory)
-    geo = Geometry(chip.cores, chip.line_bytes, chip.ring_lines)
-    paths = tuple(base / name for name in FILES)
-    docs = [Doc.load(p, "measured data") if p.is_file() else None for p in paths]
+    read: dict[str, Any] = {}
+    for name, reader in DATASETS.items():
+        path = base / name
+        if fileio.probe(path, "measured data") is not None:  # a folder or a FIFO: refused
+            read[name] = reader(Doc.load(path, "measured data"), chip)
     return Measurements(
-        geo=geo,
-        table_a=_table_a(docs[0], geo) if docs[0] else None,
-        facts=_facts(docs[1], geo) if docs[1] else Facts(),
-        platform=_platform(docs[2]) if docs[2] else None,
-        files=tuple(p for p, d in zip(paths, docs, strict=True) if d is not None),
+        geo=chip,
+        table_a=read.get("table_a.json"),
+        facts=read.get("point_facts.json") or Facts(),
+        platform=read.get("platform.json"),
+        files=tuple(base / name for name in DATASETS if name in read),
     )

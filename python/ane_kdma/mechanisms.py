@@ -23,6 +23,10 @@ class Mechanism:
     in_rtl: bool  # built in rtl/ (the winner)
     steps: int = 0  # governor steps the fit uses (ramps only)
     closed_form: bool = True  # the analytic engine follows it (else: the cycle model only)
+    inputs: tuple[str, ...] = ()  # its run-time inputs (ane_kdma.profile.Settings); the rest off
+
+
+RAMP = ("ramp_start_q16", "ramp_step_lines", "ramp_inc_q16")
 
 
 REGISTRY: tuple[Mechanism, ...] = (
@@ -41,6 +45,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "it has seen enough of it) and then runs at full rate",
         True,
         steps=1,
+        inputs=RAMP,
     ),
     Mechanism(
         "ramp-linear",
@@ -48,6 +53,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "a governor that raises the issue duty gradually over the first part of each request",
         True,
         steps=16,
+        inputs=RAMP,
     ),
     Mechanism(
         "warmup",
@@ -56,6 +62,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "must warm before the memory answers at full speed",
         False,
         closed_form=False,
+        inputs=("warm_lines", "warm_extra_cycles"),
     ),
     Mechanism(
         "task-cost",
@@ -65,6 +72,7 @@ REGISTRY: tuple[Mechanism, ...] = (
         "stalls the stream at every task",
         False,
         closed_form=False,
+        inputs=("task_gap_cycles",),
     ),
 )
 

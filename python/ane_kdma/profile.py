@@ -6,14 +6,22 @@ hand-set clock and the fitted per-request overhead) and the fitted run-time
 inputs of kdma_top (latency, demand window, per-core rate). The chip
 (:mod:`ane_kdma.chip`) combines it with the DRAM ceiling; nothing else turns
 cycles into µs or GB/s.
+
+A profile names the reading it was fitted with (``hypothesis``, required: it
+is what ``--variant buggy`` means on its chip) and its rate mechanism
+(``mechanism``, required). Both names are checked against their registries
+here, the one loader every command reads a profile or a fits file through, and
+a profile carries only the run-time inputs of its own mechanism.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ane_kdma import hypotheses as hyps
+from ane_kdma import mechanisms as mechs
 from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.schema import Doc
@@ -98,9 +106,9 @@ class Profile:
     window_lines: int
     core_rate_q16: int  # per-core line rate, Q.16 lines per cycle
     ceiling_gbps: float  # the chip's DRAM ceiling the profile was fitted with
+    hypothesis: str  # the credit reading fitted: what --variant buggy means on its chip
     notes: dict[str, str] = field(default_factory=dict)
-    hypothesis: str = "signed"  # the credit reading fitted (what --variant buggy means)
-    mechanism: str = "none"  # the rate mechanism fitted (ane_kdma.mechanisms)
+    mechanism: str = "none"  # the rate mechanism fitted (ane_kdma.mechanisms); none: no inputs
     ramp_start_q16: int = 0  # the issue-rate governor (0: off)
     ramp_step_lines: int = 1
     ramp_inc_q16: int = 0
@@ -127,9 +135,9 @@ class Profile:
 
     @classmethod
     def from_doc(cls, doc: Doc) -> Profile:
-        """Schema-checked: types, finite values, ranges the RTL can take."""
+        """Schema-checked: types, finite values, ranges the RTL can take, registered names."""
         notes = doc.strings("notes") if doc.has("notes") else {}
-        return cls(
+        prof = cls(
             name=doc.string("name"),
             ns_per_cycle=doc.number("ns_per_cycle", positive=True, hi=1e6),
             overhead_us=doc.number("overhead_us", lo=0.0, hi=1e9),
@@ -138,8 +146,8 @@ class Profile:
             core_rate_q16=doc.integer("core_rate_q16", 1, RATE_ONE),
             ceiling_gbps=doc.number("ceiling_gbps", positive=True, hi=1e6),
             notes=notes,
-            hypothesis=doc.string("hypothesis", "signed"),
-            mechanism=doc.string("mechanism", "none"),
+            hypothesis=_reading(doc),
+            mechanism=_mechanism(doc).name,
             ramp_start_q16=_opt_int(doc, "ramp_start_q16", 0, 0, RATE_ONE),
             ramp_step_lines=_opt_int(doc, "ramp_step_lines", 1, 1, MAX_RAMP_STEP_LINES),
             ramp_inc_q16=_opt_int(doc, "ramp_inc_q16", 0, 0, RATE_ONE),
@@ -147,12 +155,77 @@ class Profile:
             warm_extra_cycles=_opt_int(doc, "warm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
             task_gap_cycles=_opt_int(doc, "task_gap_cycles", 0, 0, MAX_TASK_GAP_CYCLES),
         )
+        off = {f.name: f.default for f in fields(cls)}  # every mechanism's inputs: off
+        own = mechs.get(prof.mechanism).inputs
+        for name, value in prof.mechanism_inputs().items():
+            if name not in own and value != off[name]:
+                raise doc.fail(
+                    doc.key(name),
+                    f"{value} belongs to another rate mechanism than {prof.mechanism!r} "
+                    f"(which takes {', '.join(own) or 'no inputs'})",
+                )
+        try:
+            prof.settings_check()
+        except InputError as exc:
+            raise doc.fail(doc.where, str(exc)) from None
+        return prof
+
+    def settings_check(self) -> None:
+        """The inputs as kdma_top takes them, the ceiling aside (a ramp needs an increment)."""
+        Settings(
+            self.latency_cycles, self.window_lines, self.core_rate_q16, 1, **self.mechanism_inputs()
+        )
 
 
 def _opt_int(doc: Doc, name: str, default: int, lo: int, hi: int) -> int:
     return doc.integer(name, lo, hi) if doc.has(name) else default
 
 
+def _reading(doc: Doc) -> str:
+    """The buggy reading a profile was fitted with: a registered hypothesis, never the fix."""
+    name = doc.string("hypothesis")
+    try:
+        h = hyps.get(name)
+    except InputError as exc:
+        raise doc.fail(doc.key("hypothesis"), str(exc)) from None
+    if not h.buggy:
+        raise doc.fail(
+            doc.key("hypothesis"), f"{h.name!r} is the fix; a profile names a buggy reading"
+        )
+    return h.name
+
+
+def _mechanism(doc: Doc) -> mechs.Mechanism:
+    try:
+        return mechs.get(doc.string("mechanism"))
+    except InputError as exc:
+        raise doc.fail(doc.key("mechanism"), str(exc)) from None
+
+
 def load_profile(path: Path) -> Profile:
     """A profile JSON file, schema-checked."""
     return Profile.from_doc(Doc.load(path, "profile"))
+
+
+def load_fits(path: Path) -> tuple[Profile, ...]:
+    """A fits file (``calibrate`` writes one per chip): every fitted pair, each a profile.
+
+    At most one fit per (buggy reading, mechanism), so the ranking that runs
+    each one is bounded by the registries, whatever the file holds.
+    """
+    doc = Doc.load(path, "fits file")
+    most = len(hyps.buggy()) * len(mechs.REGISTRY)
+    out: list[Profile] = []
+    seen: set[tuple[str, str]] = set()
+    for item in doc.objects("fits", most):
+        prof = Profile.from_doc(item.obj("profile"))
+        for key in ("hypothesis", "mechanism"):
+            if item.has(key) and item.raw(key) != getattr(prof, key):
+                said = repr(item.raw(key))[:40]
+                raise item.fail(item.key(key), f"{said} but its profile has {getattr(prof, key)!r}")
+        pair = (prof.hypothesis, prof.mechanism)
+        if pair in seen:
+            raise item.fail(item.where, f"{pair[0]} x {pair[1]} fitted twice")
+        seen.add(pair)
+        out.append(prof)
+    return tuple(out)

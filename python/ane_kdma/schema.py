@@ -3,7 +3,16 @@
 Why: chip files, profiles and measurements feed every number the tool prints;
 a string latency or a NaN overhead must stop at load time with one line that
 names the file and the key, not surface later as a traceback or a wrong
-figure. Every loader reads through a :class:`Doc`.
+figure. Every loader reads through a :class:`Doc`, and every figure's source
+through :func:`source`.
+
+What a Doc bounds for every file: its size (``MAX_DATA_BYTES``), each number's
+length (``MAX_DIGITS``, ``MAX_NUMBER_CHARS``), the nesting depth (the JSON
+parser's recursion limit) and each list's length (``MAX_LIST``, unless a
+getter is given a smaller one), so a chip folder is read in bounded time and
+memory whatever it holds. Ranges that follow from the physics or the RTL live
+with the field that has them (:mod:`ane_kdma.chip`, :mod:`ane_kdma.profile`,
+:mod:`ane_kdma.measured`).
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +30,7 @@ from ane_kdma.fileio import read_input
 MAX_DATA_BYTES = 4 << 20  # a data file is a few kB; anything this large is not one
 MAX_DIGITS = 40  # as the CLI's integers: 2^128 has 39 digits
 MAX_NUMBER_CHARS = 64  # a float with more characters than this is not a measured figure
+MAX_LIST = 64  # a list in a data file (D values, laps, replicas, fits): a table, not a sweep
 _HEX = re.compile(r"0x[0-9a-fA-F]{1,16}")
 
 
@@ -82,8 +93,25 @@ class Doc:
     def optional(self, name: str) -> Doc | None:
         return self.obj(name) if self.has(name) else None
 
-    def items(self) -> list[tuple[str, Doc]]:
+    def items(self, limit: int = MAX_LIST) -> list[tuple[str, Doc]]:
+        if len(self.data) > limit:
+            raise self.fail(self.where, f"{len(self.data)} entries, at most {limit}")
         return [(k, self.obj(k)) for k in self.data]
+
+    def objects(self, name: str, limit: int = MAX_LIST) -> list[Doc]:
+        """A non-empty list of objects, each as a Doc (key path ``name[i]``)."""
+        value = self.raw(name)
+        if not isinstance(value, list) or not value:
+            raise self.fail(self.key(name), "must be a non-empty list")
+        if len(value) > limit:
+            raise self.fail(self.key(name), f"{len(value)} entries, at most {limit}")
+        out = []
+        for i, item in enumerate(value):
+            key = f"{self.key(name)}[{i}]"
+            if not isinstance(item, dict):
+                raise self.fail(key, "must be an object")
+            out.append(Doc(item, key, self.path))
+        return out
 
     # ------------------------------------------------------------ values
     def string(self, name: str, default: str | None = None) -> str:
@@ -137,19 +165,23 @@ class Doc:
             value = int(value, 16)
         return self._check_int(value, self.key(name), lo, hi)
 
-    def numbers(self, name: str) -> list[float]:
+    def _list(self, name: str, limit: int) -> list[Any]:
         value = self.raw(name)
         if not isinstance(value, list) or not value:
             raise self.fail(self.key(name), "must be a non-empty list")
+        if len(value) > limit:
+            raise self.fail(self.key(name), f"{len(value)} values, at most {limit}")
+        return value
+
+    def numbers(self, name: str, limit: int = MAX_LIST) -> list[float]:
+        value = self._list(name, limit)
         return [
             self._check_number(v, f"{self.key(name)}[{i}]", None, None, False)
             for i, v in enumerate(value)
         ]
 
-    def integers(self, name: str) -> list[int]:
-        value = self.raw(name)
-        if not isinstance(value, list) or not value:
-            raise self.fail(self.key(name), "must be a non-empty list")
+    def integers(self, name: str, limit: int = MAX_LIST) -> list[int]:
+        value = self._list(name, limit)
         return [
             self._check_int(v, f"{self.key(name)}[{i}]", None, None) for i, v in enumerate(value)
         ]
@@ -162,6 +194,31 @@ class Doc:
         ):
             raise self.fail(self.key(name), "must be an object of strings")
         return dict(value)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure comes from: a title (or name) and a URL (or citation)."""
+
+    title: str
+    where: str
+
+    def cite(self) -> str:
+        return f"{self.title}, {self.where}"
+
+
+def source(doc: Doc, inherited: Source | None = None) -> Source:
+    """The ``source`` object of `doc`, or the one it inherits: every figure names one."""
+    if not doc.has("source"):
+        if inherited is None:
+            raise doc.fail(doc.key("source"), "missing (every figure names a url or a citation)")
+        return inherited
+    src = doc.obj("source")
+    title = src.string("title", "") or src.string("name", "")
+    where = src.string("url", "") or src.string("cited_in", "") or src.string("transcribed_in", "")
+    if not title or not where:
+        raise src.fail(src.where, "a source needs a title (or name) and a url (or cited_in)")
+    return Source(title, where)
 
 
 def _kind(value: Any) -> str:

@@ -39,7 +39,8 @@ WAVES_DIR = TB / "waves"
 SAVE_FILE = WAVES_DIR / "kdma.gtkw"
 # Verilator only: leaves the 512-bit line data out of the VCD (about half its size).
 TRACE_CONTROL = WAVES_DIR / "kdma_trace.vlt"
-DEFAULT_MODES = (hypotheses.get(hypotheses.DEFAULT_BUGGY), hypotheses.get(hypotheses.FIXED))
+# the reading the bundled chip's profile names, and the fix
+DEFAULT_MODES = (chips.load().hypothesis, hypotheses.get(hypotheses.FIXED))
 DUMP_SUFFIXES = (".fst", ".vcd")
 # Screen for the GTKWave screenshots; the save file asks for a 1400 x 800 window.
 XVFB_SCREEN = "1600x1000x24"

@@ -73,8 +73,8 @@ integer = arg(parse_int)
 
 
 def _variant(text: str) -> hyps.Hypothesis | str:
-    """A hypothesis name, or "buggy": the reading the chip's profile was fitted with."""
-    return "buggy" if text.strip().lower() == "buggy" else hyps.get(text)
+    """A hypothesis, or "buggy" kept as a name until :func:`load_chip` asks the chip for it."""
+    return hyps.BUGGY if hyps.is_buggy_alias(text) else hyps.get(text)
 
 
 variant = arg(_variant)
@@ -121,8 +121,8 @@ def add_common(sp: argparse.ArgumentParser, engine_default: str | None = "model"
 def load_chip(args: argparse.Namespace) -> chips.Chip:
     """The --chip (with --profile), and --variant buggy resolved to the chip's fitted reading."""
     chip = chips.load(getattr(args, "chip", None), getattr(args, "profile", None))
-    if getattr(args, "variant", None) == "buggy":
-        args.variant = chip.hypothesis
+    if isinstance(getattr(args, "variant", None), str):
+        args.variant = chip.variant(args.variant)  # "buggy": the reading its profile names
     return chip
 
 

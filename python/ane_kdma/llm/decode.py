@@ -65,7 +65,7 @@ def decode_rate(
     otherwise), with a per-projection breakdown."""
     if scope not in SCOPES:
         raise InputError(f"unknown scope {scope!r} (one of: {', '.join(SCOPES)})")
-    h = h or hyps.get("buggy")
+    h = h or chip.variant(hyps.BUGGY)
     decided: dict[Weight, Decision] = {}
     costs: list[ProjectionCost] = []
     total_bytes = 0

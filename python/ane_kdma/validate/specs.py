@@ -660,6 +660,7 @@ def _greedy(ctx: Ctx) -> tuple[Chip, Workload]:
         window_lines=min(GREEDY["window_lines"], ctx.chip.geometry.kmem_lines),
         core_rate_q16=1 << 16,
         ceiling_gbps=p.ceiling_gbps,
+        hypothesis=p.hypothesis,
     )
     return ctx.chip.with_profile(greedy), ctx.lines(1024)
 
