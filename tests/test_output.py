@@ -12,6 +12,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -427,3 +428,95 @@ def test_the_entry_module_imports_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert out.strip() == "['ane_kdma', 'ane_kdma.cli']"
+
+
+# --------------------------------------------------------------------------- --out - is stdout
+
+
+def _commands_with_out() -> set[str]:
+    from ane_kdma.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.choices and "dump" in a.choices)
+    return {
+        name
+        for name, sp in sub.choices.items()
+        if any("--out" in a.option_strings for a in sp._actions)
+    }
+
+
+def test_every_out_option_is_known_to_take_or_refuse_a_dash() -> None:
+    """dump and calibrate write one file (- is stdout); sweep writes a folder (- refused).
+
+    A new command with --out fails here until it is given the same treatment.
+    """
+    assert _commands_with_out() == {"dump", "calibrate", "sweep"}
+
+
+@pytest.mark.parametrize("fmt", ["text", "zin", "bin"])
+def test_dump_out_dash_is_stdout(fmt: str, tmp_path: Path) -> None:
+    from ane_kdma.regdump import write_dump
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "ane_kdma.cli", "dump", "--d", "2048", "--n", "4096"]
+        + ["--format", fmt, "--out", "-"],
+        capture_output=True,
+        env=_env(False),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert proc.stdout == write_dump(2048, 4096, fmt)
+    assert _names(tmp_path) == []  # no file called "-"
+
+
+def test_dump_out_dash_refuses_binary_to_a_terminal_and_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    argv = ["dump", "--d", "2048", "--n", "4096", "--out", "-"]
+    assert main([*argv, "--format", "bin"]) == 2
+    assert capsys.readouterr().err == (
+        "ane-kdma: --format bin --out -: standard output is a terminal (redirect it)\n"
+    )
+    assert main([*argv, "--json"]) == 2
+    assert "--json needs --out PATH" in capsys.readouterr().err
+
+
+def _tree(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_calibrate_out_dash_prints_the_profile_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fit itself is stubbed (it takes a minute): what is tested is where it goes."""
+    from types import SimpleNamespace
+
+    from ane_kdma import calibrate as cal_mod
+    from ane_kdma import chip as chips
+
+    folder = tmp_path / "m3"
+    shutil.copytree(chips.chips_dir() / "m3", folder)
+    before = _tree(folder)
+    profile = chips.load(folder).profile
+    monkeypatch.setattr(
+        cal_mod, "fit_all", lambda chip, **kw: [SimpleNamespace(profile=profile, confirmed=None)]
+    )
+    monkeypatch.setattr(cal_mod, "confirm", lambda chip, best: {"ok": True})
+    assert main(["calibrate", "--chip", str(folder), "--out", "-"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (profile.to_json(), "")
+    assert _tree(folder) == before and _names(tmp_path) == ["m3"]
+    assert main(["calibrate", "--chip", str(folder), "--out", "-", "--json"]) == 2
+    assert "takes no --json" in capsys.readouterr().err
+
+
+def test_sweep_out_dash_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "--out", "-"]) == 2
+    assert capsys.readouterr().err == (
+        "ane-kdma: --out -: sweep writes a set of files (CSV and PNG), so --out is a folder\n"
+    )
+    assert _names(tmp_path) == []

@@ -27,6 +27,7 @@ from pathlib import Path
 from ane_kdma.errors import InputError
 
 STDIN = "-"  # the one name that is not a file: read standard input
+STDOUT = "-"  # and, as --out, write standard output (a command that writes one file)
 _FALLBACK_NAME_MAX = 255
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ane_kdma import calibrate as cal_mod
@@ -18,7 +19,7 @@ from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import PROFILE_FILE
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
-from ane_kdma.fileio import check_file_target, write_atomic
+from ane_kdma.fileio import STDOUT, check_file_target, write_atomic
 
 FITS_FILE = "fits.json"
 
@@ -29,7 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit the chip's profile to its measurements and write it",
         description=cal_mod.__doc__.split("\n\n")[0],
     )
-    sp.add_argument("--out", type=Path, default=None, help="profile JSON (the chip's profile.json)")
+    sp.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="profile JSON (the chip's profile.json); - writes the profile to stdout, nothing else",
+    )
     sp.add_argument(
         "--hypothesis", default=None, help=f"one of {', '.join(h.name for h in hyps.buggy())}"
     )
@@ -74,7 +80,11 @@ def _jobs(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
-    _check_out(out)  # fail before the fit, not after
+    to_stdout = str(args.out) == STDOUT
+    if to_stdout and args.json:
+        raise InputError("--out - writes the profile itself to stdout: it takes no --json")
+    if not to_stdout:
+        _check_out(out)  # fail before the fit, not after
     if (args.hypothesis is None) != (args.mechanism is None):
         raise InputError("name both --hypothesis and --mechanism, or neither (fit them all)")
     if args.hypothesis is not None:
@@ -92,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
             "calibration: the analytic engine disagrees with the cycle model beyond its "
             f"stated accuracy ({cal_mod.ANALYTIC_TOL:.0%}; exact for static readings)"
         )
+    if to_stdout:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
+        sys.stdout.write(best.profile.to_json())
+        return 0
     write_atomic(out, best.profile.to_json().encode())
     if len(cals) > 1:
         doc = fits_document(cals)

@@ -9,7 +9,8 @@ from pathlib import Path
 from ane_kdma import contract
 from ane_kdma import sweep as sw_mod
 from ane_kdma.cli import common
-from ane_kdma.fileio import check_dir_target
+from ane_kdma.errors import InputError
+from ane_kdma.fileio import STDOUT, check_dir_target
 from ane_kdma.hw import ADDR_BITS
 
 MAX_ARG = (1 << ADDR_BITS) - 1  # D and N past this give no 32-bit core size
@@ -39,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         ("--n", args.n),
     ):
         common.check_at_most(value, MAX_ARG, option, "no larger value gives a 32-bit core size")
+    if str(args.out) == STDOUT:
+        raise InputError("--out -: sweep writes a set of files (CSV and PNG), so --out is a folder")
     check_dir_target(Path(args.out))  # before the work, not after
     chip = common.load_chip(args)
     with contract.options(args.jobs or contract.default_jobs(), quiet=args.json):
