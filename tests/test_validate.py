@@ -144,3 +144,18 @@ def test_bad_profile_and_chip() -> None:
         args = argparse.Namespace(engine="model", chip=chip, profile=profile, json=False, jobs=1)
         with pytest.raises(InputError):
             validate_cmd.run(args)
+
+
+def test_rank_ties_keep_registry_order() -> None:
+    """Equal rows passed and RMS (to 0.1%): the registries' order decides, never a name."""
+    entries = [
+        {"hypothesis": h.name, "mechanism": m, "passed": 20, "rms_rel_err": 0.0312}
+        for h in reversed(hyps.buggy())
+        for m in reversed(mechs.names())
+    ]
+    ranked = sorted(entries, key=validate.rank_key)
+    assert [(e["hypothesis"], e["mechanism"]) for e in ranked] == [
+        (h.name, m) for h in hyps.buggy() for m in mechs.names()
+    ]
+    better = {**entries[0], "rms_rel_err": 0.0299}  # the registry's last, on evidence first
+    assert sorted([*entries, better], key=validate.rank_key)[0] is better

@@ -21,6 +21,12 @@ latency in that ratio) shapes the V, and is then chosen per hypothesis: the
 one whose slope of time on |x| near the notch (|x| <= 128, every lap) is
 nearest the measured slope per lap.
 
+One judge. The V's slope is validate's own computation
+(:func:`ane_kdma.validate.v_slope`), and the fits are ranked by validate's
+rows, tolerances and order (:func:`ane_kdma.validate.rank`): the profile
+written is the head of the ranking ``validate`` prints, and changing a
+tolerance in ``ane_kdma.validate.specs`` moves both alike.
+
 Search: Nelder-Mead from fixed starts on the analytic engine (the governor's
 longest path, vectorised), then integer refinement; every fitted profile's
 residuals and constraint checks are then taken from the cycle-model engine
@@ -32,11 +38,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from ane_kdma import contract, progress
+from ane_kdma import analytic, contract, progress, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import Chip
@@ -45,14 +52,11 @@ from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.measured import Measurements
 from ane_kdma.profile import MAX_LATENCY_CYCLES, Profile
-from ane_kdma.stats import fit_line
+from ane_kdma.validate.specs import SLOPE_R2, SLOPE_X
 
-SLOPE_X = 128  # |x| range of the V-slope fit, lines
-SLOPE_STEP = 16  # lines: a D step of 2 at N = 4096
 FIT_WINDOWS = (8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256)
 PENALTY = 100.0  # weight of a violated constraint (relative units squared)
 START_WINDOW = 64  # window the first pass assumes; the V then chooses it
-R2_FLOOR = 0.95  # a V whose straight-line fit is worse than this is not the measured shape
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,8 @@ class Calibration:
     knee_lines_per_cycle: float
     rate_lines_per_cycle: float
     confirmed: dict[str, object] = field(default_factory=dict)
+    # validate's judgement of this fit on its own profile (validate.standing), once ranked
+    standing: dict[str, object] | None = None
 
     @property
     def ok(self) -> bool:
@@ -220,14 +226,17 @@ class Knobs:
         return max(3, min(MAX_LATENCY_CYCLES + 2, round(self.period_per_line * self.window)))
 
 
-def _cycles(chip: Chip, k: Knobs, mech: mechs.Mechanism, lines: np.ndarray, notch: np.ndarray):
-    """One core's cycles for each size, at the notch (no credit) or at full credit."""
-    eng = contract.get_engine("analytic")
+def _cycles(
+    chip: Chip, k: Knobs, mech: mechs.Mechanism, lines: np.ndarray, notch: np.ndarray
+) -> np.ndarray:
+    """One core's cycles for each size, at the notch (no credit) or at full credit.
+
+    The closed form itself (:func:`ane_kdma.analytic.governor_grid`), not an engine: the
+    search needs it over a grid of knobs, which no engine of the contract offers."""
     clamp = chip.geometry.prefetch_max_lines
     rate = min(k.rate, 1.0) * RATE_ONE
     steps = max(mech.steps, 1)
-    return eng.governor_grid(
-        chip,
+    return analytic.governor_grid(
         latency=np.array(k.period() - 2),
         window=np.array(k.window),
         rate=np.array(rate),
@@ -236,6 +245,7 @@ def _cycles(chip: Chip, k: Knobs, mech: mechs.Mechanism, lines: np.ndarray, notc
         steps=steps,
         credit=np.where(notch, 0, clamp),
         lines=lines,
+        kmem_lines=chip.geometry.kmem_lines,
     )
 
 
@@ -371,22 +381,6 @@ def _shape(profile: Profile) -> Profile:
     return replace(profile, warm_lines=0, warm_extra_cycles=0, task_gap_cycles=0)
 
 
-def v_slope(chip: Chip, hyp: hyps.Hypothesis, laps: tuple[int, ...], engine: str = "analytic"):
-    """Slope of time on |x| near the notch (|x| <= 128), per lap, and its worst R², both sides."""
-    ring, lb = chip.ring_lines, chip.line_bytes
-    xs = np.arange(-SLOPE_X, SLOPE_X + 1, SLOPE_STEP)
-    loads = [Workload.from_size((k * ring + int(x)) * lb, chip.cores) for k in laps for x in xs]
-    times = np.array([r.time_us for r in contract.run_many(engine, hyp, chip, loads)])
-    times = times.reshape(len(laps), xs.size)
-    per_k, r2s = [], []
-    for i, k in enumerate(laps):
-        for side in (xs <= 0, xs >= 0):
-            slope, r2 = fit_line(np.abs(xs[side]).astype(float), times[i, side])
-            per_k.append(slope / k)
-            r2s.append(r2)
-    return per_k, r2s
-
-
 # ---------------------------------------------------------------- exact evaluation
 
 
@@ -444,7 +438,7 @@ def evaluate(chip: Chip, prob: Problem, profile: Profile, slope: bool = True) ->
     rel = np.array([r.rel_err for r in residuals])
     s_mean = s_r2 = s_worst = None
     if slope and prob.slope_per_lap is not None:
-        per_k, r2s = v_slope(chip.with_profile(_shape(profile)), hyp, prob.laps)
+        per_k, r2s = validate.v_slope(chip.with_profile(_shape(profile)), hyp, prob.laps)
         s_mean, s_r2 = float(np.mean(per_k)), float(min(r2s))
         s_worst = max(abs(v - prob.slope_per_lap) for v in per_k) / prob.slope_per_lap
     page = prob.page or chip.geometry.prefetch_max_lines
@@ -474,7 +468,8 @@ def fit_mechanism(chip: Chip, prob: Problem, mech: mechs.Mechanism) -> tuple[Kno
     warm: dict[str, int] = {}
     if mech.name == "warmup":  # at x = 0 every reading has no credit: any one will do
         _, ovh, _, _ = _objective(chip, prob, k, base)
-        prof = _fit_warmup(chip, prob, _profile(chip, k, mech, ovh, hyps.DEFAULT_BUGGY))
+        any_buggy = hyps.buggy()[0].name  # the registry's first: the choice changes nothing
+        prof = _fit_warmup(chip, prob, _profile(chip, k, mech, ovh, any_buggy))
         warm = {"warm_lines": prof.warm_lines, "warm_extra_cycles": prof.warm_extra_cycles}
     return k, warm
 
@@ -496,10 +491,11 @@ def fit_hypothesis(
         prof = replace(_profile(chip, kw, mech, ovh, hyp.name), **warm)
         miss = 0.0
         if prob.slope_per_lap is not None:
-            per_k, r2s = v_slope(chip.with_profile(_shape(prof)), hyp, (1, prob.laps[-1]))
+            shaped = chip.with_profile(_shape(prof))
+            per_k, r2s = validate.v_slope(shaped, hyp, (1, prob.laps[-1]))
             # the worst lap and side: a one-sided V (one flat arm) must not average out
             miss = max(abs(v - prob.slope_per_lap) for v in per_k) / prob.slope_per_lap
-            miss += 0.5 if min(r2s) < R2_FLOOR else 0.0  # not a straight V: a poor reading
+            miss += 0.5 if min(r2s) < SLOPE_R2 else 0.0  # not validate's straight V
         choices.append((miss + obj, w, prof))
     choices.sort(key=lambda c: (c[0], c[1]))
     return choices[0][2]
@@ -596,41 +592,40 @@ def fit(chip: Chip, hypothesis: str, mechanism: str) -> Calibration:
 
 
 ANALYTIC_TOL = 0.02  # the analytic engine's stated accuracy on progress-dependent readings
-SLOPE_TOL = 0.15  # what validate allows the V's slope per lap
-TABLE_A_TOL, POINT_TOL = 0.05, 0.03  # and Table A's medians and the point facts
-
-
-def shortfalls(cal: Calibration) -> list[str]:
-    """What of validate's judgement this fit already misses (the ranking's first key)."""
-    out = [] if cal.ok else ["a stated constraint"]
-    if cal.slope_worst_miss is not None and cal.slope_worst_miss > SLOPE_TOL:
-        out.append(f"V slope off by {100 * cal.slope_worst_miss:.0f}% on some lap or side")
-    if cal.slope_r2 is not None and cal.slope_r2 < R2_FLOOR:
-        out.append(f"V not straight (R^2 {cal.slope_r2:.2f})")
-    by_target: dict[str, list[Residual]] = {}
-    for r in cal.residuals:
-        by_target.setdefault(r.name.split(" rep ")[0], []).append(r)
-    for name, rs in by_target.items():
-        model = rs[0].model_us
-        meas = float(np.median([r.measured_us for r in rs]))
-        tol = TABLE_A_TOL if name.startswith("Table A") else POINT_TOL
-        if abs(model - meas) / meas > tol:
-            out.append(f"{name} off by {100 * (model - meas) / meas:+.1f}%")
-    return out
-
-
-def rank_key(cal: Calibration) -> tuple:
-    """Fewest shortfalls of validate's judgement first, then the RMS relative error."""
-    return (len(shortfalls(cal)), round(cal.rms_rel_err, 5))
 
 
 @contract.takes_jobs
-def fit_all(chip: Chip) -> list[Calibration]:
-    """Every buggy hypothesis x every mechanism, best first."""
-    pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
+def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
+    """The fits in validate's order (:func:`ane_kdma.validate.rank_key`: its counted rows on
+    each fit's own profile, then the RMS error; a tie keeps the registries' order), best
+    first; each gets its standing."""
+    for c in cals:
+        c.standing = validate.standing(chip, c.profile)
+    return sorted(cals, key=lambda c: validate.rank_key(_standing(c)))
+
+
+def _standing(cal: Calibration) -> dict[str, object]:
+    if cal.standing is None:
+        raise ValueError(f"{cal.profile.hypothesis} x {cal.profile.mechanism}: not ranked")
+    return cal.standing
+
+
+def shortfalls(cal: Calibration) -> list[str]:
+    """The rows of validate this fit fails on its own profile (a ranked fit only)."""
+    failed = _standing(cal)["failed"]
+    assert isinstance(failed, list)
+    return [str(f) for f in failed]
+
+
+@contract.takes_jobs
+def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[Calibration]:
+    """Every buggy hypothesis x every mechanism (or these pairs), in validate's ranking,
+    best first."""
+    if pairs is None:
+        pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
     quiet = contract.current_options().quiet
     cals = [fit(chip, h, m) for h, m in progress.iterate(pairs, "fit", quiet)]
-    return sorted(cals, key=rank_key)
+    return rank(chip, cals)
 
 
 def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements) -> Profile:

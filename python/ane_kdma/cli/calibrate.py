@@ -1,7 +1,8 @@
 """`calibrate`: fit the chip's profile to its measurements and write it (atomically).
 
 With no --hypothesis/--mechanism every buggy hypothesis x rate mechanism is
-fitted, the ranking goes to fits.json beside the profile, and the best fit
+fitted, ranked by validate's own rows and tolerances (the ranking `validate`
+prints), the ranking goes to fits.json beside the profile, and its head
 becomes the profile. Naming both fits just that one.
 """
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ane_kdma import calibrate as cal_mod
-from ane_kdma import contract
+from ane_kdma import contract, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import PROFILE_FILE
@@ -55,8 +56,7 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
     """The ranking of every fit, best first, for validate and the README."""
     return {
         "status": "written by `ane-kdma calibrate` (all fits); regenerate, do not hand-edit",
-        "rule": "fewest shortfalls of validate's judgement (constraints, the V's slope and "
-        "straightness, Table A within 5%, points within 3%), then the RMS relative error",
+        "rule": validate.RANK_RULE + "; shortfalls: the rows of validate the fit fails",
         "fits": [
             {
                 "hypothesis": c.profile.hypothesis,
@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         if not h.buggy:
             raise InputError(f"{h.name} is the fix: calibrate fits the buggy readings")
         mechs.get(args.mechanism)
-        cals = [cal_mod.fit(chip, h.name, args.mechanism, **_jobs(args))]
+        one = cal_mod.fit(chip, h.name, args.mechanism, **_jobs(args))
+        cals = cal_mod.rank(chip, [one], **_jobs(args))
     else:
         cals = cal_mod.fit_all(chip, **_jobs(args))
     best = cals[0]

@@ -39,9 +39,33 @@ from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.profile import Profile
 from ane_kdma.schema import Doc
-from ane_kdma.validate.specs import SPECS, Ctx, Row, Spec, Want, points_of
+from ane_kdma.validate.specs import (
+    SPECS,
+    Ctx,
+    Row,
+    Spec,
+    Want,
+    points_of,
+    v_slope_want,
+    v_slopes,
+)
 
-__all__ = ["RULE", "SPECS", "Report", "Row", "judge", "render", "to_json", "validate"]
+__all__ = [
+    "RANK_RULE",
+    "RULE",
+    "SPECS",
+    "Report",
+    "Row",
+    "judge",
+    "rank",
+    "rank_key",
+    "ranking",
+    "render",
+    "standing",
+    "to_json",
+    "v_slope",
+    "validate",
+]
 
 RULE = (
     "exit 1 if a [model] row fails or a row of the best hypothesis fails; rows of the "
@@ -65,14 +89,70 @@ FITS_FILE = "fits.json"
 CLOSED_FORM = tuple(m.name for m in mechs.REGISTRY if m.closed_form)  # the analytic engine's
 
 
-def ranking(chip: Chip) -> list[dict[str, object]]:
-    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row.
+RANK_RULE = (
+    "rows passed (validate's counted rows, each fit on its own profile), then the RMS "
+    "relative error to 0.1%; ties in registry order (hypothesis, then mechanism)"
+)
 
-    Each fit runs with its own profile: the analytic engine where it has the
-    mechanism's closed form (within 1% of the cycle model), the cycle model
-    otherwise. Ranked by rows passed, then by RMS relative error over the rows
-    that compare two numbers.
+
+def standing(chip: Chip, profile: Profile) -> dict[str, object]:
+    """One fit judged on every counted row, with its own profile: the ranking's evaluation.
+
+    The fit runs on the analytic engine where it has the mechanism's closed form
+    (within 1% of the cycle model), on the cycle model otherwise. ``calibrate``
+    ranks its fits with this too, so one set of rows and tolerances judges both.
     """
+    meas = chip.measured
+    specs = [s for s in SPECS if meas.has(*s.needs) and s.scope in ("model", "hypothesis")]
+    fitted = chip.with_profile(profile)
+    h = hyps.get(profile.hypothesis)
+    engine = "analytic" if profile.mechanism in CLOSED_FORM else "model"
+    ctx = Ctx(fitted, meas, engine, hyps.get(hyps.FIXED))
+    # without the closed form, the rows the main report runs on the analytic engine
+    # (the ceiling sweep) run on the cycle model too
+    mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
+    rows = [r for r in _evaluate(ctx, mine, h) if r.scope != "info"]  # counted rows only
+    # RMS over the rows that compare with a measurement (a ceiling row's "error" is its
+    # distance below the DRAM's peak, a bound, not a misfit)
+    errs = [r.error for r in rows if r.error is not None and r.dataset != "platform"]
+    return {
+        "hypothesis": profile.hypothesis,
+        "mechanism": profile.mechanism,
+        "engine": engine,
+        "rows": len(rows),
+        "passed": sum(r.passed for r in rows),
+        "failed": [r.name for r in rows if not r.passed],
+        "rms_rel_err": float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0,
+    }
+
+
+def rank_key(e: dict[str, object]) -> tuple[int, float, int, int]:
+    """Rows passed, then the RMS error to 0.1% (finer differences are not evidence); a tie
+    keeps the registries' order, so no reading is preferred by name."""
+    hs, ms = hyps.names(), mechs.names()
+    h, m = str(e["hypothesis"]), str(e["mechanism"])
+    passed, rms = e["passed"], e["rms_rel_err"]
+    assert isinstance(passed, int) and isinstance(rms, float), e
+    return (
+        -passed,
+        round(rms, 3),
+        hs.index(h) if h in hs else len(hs),
+        ms.index(m) if m in ms else len(ms),
+    )
+
+
+def _rank_level(e: dict[str, object]) -> tuple[int, float]:
+    """The part of the key that is evidence (a tie on it is a tie in the verdict)."""
+    return rank_key(e)[:2]
+
+
+def rank(chip: Chip, profiles: Sequence[Profile]) -> list[dict[str, object]]:
+    """These fits' standings, best first (:data:`RANK_RULE`)."""
+    return sorted((standing(chip, p) for p in profiles), key=rank_key)
+
+
+def ranking(chip: Chip) -> list[dict[str, object]]:
+    """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row."""
     path = chip.path / FITS_FILE
     if not path.is_file():
         return []
@@ -80,39 +160,21 @@ def ranking(chip: Chip) -> list[dict[str, object]]:
     raw = doc.raw("fits")
     if not isinstance(raw, list):
         raise doc.fail("fits", "must be a list")
-    meas = chip.measured
-    specs = [s for s in SPECS if meas.has(*s.needs) and s.scope in ("model", "hypothesis")]
-    out = []
-    for i, item in enumerate(raw):
-        prof = Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
-        fitted = chip.with_profile(prof)
-        h = hyps.get(prof.hypothesis)
-        engine = "analytic" if prof.mechanism in CLOSED_FORM else "model"
-        ctx = Ctx(fitted, meas, engine, hyps.get(hyps.FIXED))
-        # without the closed form, the rows the main report runs on the analytic engine
-        # (the ceiling sweep) run on the cycle model too
-        mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
-        rows = [r for r in _evaluate(ctx, mine, h) if r.scope != "info"]  # counted rows only
-        # RMS over the rows that compare with a measurement (a ceiling row's "error" is its
-        # distance below the DRAM's peak, a bound, not a misfit)
-        errs = [r.error for r in rows if r.error is not None and r.dataset != "platform"]
-        out.append(
-            {
-                "hypothesis": prof.hypothesis,
-                "mechanism": prof.mechanism,
-                "engine": engine,
-                "rows": len(rows),
-                "passed": sum(r.passed for r in rows),
-                "failed": [r.name for r in rows if not r.passed],
-                "rms_rel_err": float(np.sqrt(np.mean(np.square(errs)))) if errs else 0.0,
-            }
-        )
-    return sorted(out, key=_rank_level)
+    profiles = [
+        Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
+        for i, item in enumerate(raw)
+    ]
+    return rank(chip, profiles)
 
 
-def _rank_level(e: dict[str, object]) -> tuple[int, float]:
-    """Rows passed, then the RMS error to 0.1% (finer differences are not evidence)."""
-    return (-int(e["passed"]), round(float(e["rms_rel_err"]), 3))
+def v_slope(
+    chip: Chip, h: Hypothesis, laps: Sequence[int], engine: str = "analytic"
+) -> tuple[list[float], list[float]]:
+    """The V's slope per lap and side, and its R², for `h` on this chip (the V row's own
+    computation, :func:`ane_kdma.validate.specs.v_slopes`), on the laps given."""
+    ctx = Ctx(chip, chip.measured, engine, hyps.get(hyps.FIXED))
+    _run(ctx, v_slope_want(ctx, h, laps), engine)
+    return v_slopes(ctx, h, laps)
 
 
 def _run(ctx: Ctx, want: Want, engine: str) -> None:
@@ -172,11 +234,7 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     low = min(fit_error.values())
     tied = [k for k, v in fit_error.items() if v <= low + 1e-12]
     fitted = chip.profile.hypothesis
-    best = (
-        fitted
-        if fitted in fit_error
-        else (hyps.DEFAULT_BUGGY if hyps.DEFAULT_BUGGY in tied else tied[0])
-    )
+    best = fitted if fitted in fit_error else tied[0]  # a tie: the registry's order
     best_h = hyps.get(best)
     rows: list[Row] = []
     for spec in specs:  # the rows come out in the order of SPECS

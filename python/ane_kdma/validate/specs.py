@@ -473,9 +473,15 @@ def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
     for k in f.floor.laps:
         for x in f.v_notch.recovery_offsets:
             out += [(h, ctx.lines(k * ctx.ring + x)), (ctx.fixed, ctx.lines(k * ctx.ring + x))]
-        for x in range(-SLOPE_X, SLOPE_X + 1, SLOPE_STEP):
-            out.append((h, ctx.lines(k * ctx.ring + x)))
-    return out
+    return out + v_slope_want(ctx, h)
+
+
+def v_slope_want(ctx: Ctx, h: Hypothesis, laps: Sequence[int] | None = None) -> Want:
+    """The sizes the V's slope is fitted on: every lap (the measured ones unless told), and
+    |x| <= SLOPE_X in steps of SLOPE_STEP on both sides."""
+    laps = ctx.meas.facts.floor.laps if laps is None else laps
+    xs = range(-SLOPE_X, SLOPE_X + 1, SLOPE_STEP)
+    return [(h, ctx.lines(k * ctx.ring + x)) for k in laps for x in xs]
 
 
 def _arm(ctx: Ctx, h: Hypothesis, k: int, xs: np.ndarray) -> tuple[float, float]:
@@ -484,10 +490,15 @@ def _arm(ctx: Ctx, h: Hypothesis, k: int, xs: np.ndarray) -> tuple[float, float]
     return fit_line(np.abs(xs).astype(float), t)
 
 
-def v_slopes(ctx: Ctx, h: Hypothesis) -> tuple[list[float], list[float]]:
-    """Per lap and side: the slope of time on |x| over |x| <= SLOPE_X, divided by k, and R²."""
+def v_slopes(
+    ctx: Ctx, h: Hypothesis, laps: Sequence[int] | None = None
+) -> tuple[list[float], list[float]]:
+    """Per lap and side: the slope of time on |x| over |x| <= SLOPE_X, divided by k, and R².
+
+    The one computation of the V's slope: the V row judges it, and calibrate chooses each
+    reading's window with it (on fewer laps, for speed)."""
     per_k, r2s = [], []
-    for k in ctx.meas.facts.floor.laps:
+    for k in ctx.meas.facts.floor.laps if laps is None else laps:
         for side in (-1, 1):
             xs = side * np.arange(0, SLOPE_X + 1, SLOPE_STEP)
             slope, r2 = _arm(ctx, h, k, xs)
