@@ -141,3 +141,41 @@ def test_bench_without_icarus_on_the_path_is_one_line(tmp_path: Path) -> None:
     """The reproducer as a user meets it: a PATH where no iverilog is found."""
     env = dict(_env(), PATH=str(tmp_path))
     _one_line(_cli("bench", "--only", "cocotb-icarus", env=env), "nothing to run")
+
+
+# --------------------------------------------------------------------------- point 5: HF configs
+
+
+def _config(tmp_path: Path, **over: object) -> str:
+    import json
+
+    doc = json.loads((HF / "llama-3.2-1b" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**doc, **over}))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"intermediate_size": 10**30}, "intermediate_size 100000000000... (31 digits)"),
+        ({"hidden_size": 2**18 + 1}, "hidden_size 262145 is out of range (1..262144)"),
+        ({"num_hidden_layers": 10**4}, "num_hidden_layers 10000 is out of range (1..4096)"),
+        ({"vocab_size": 2**23 + 1}, "vocab_size 8388609 is out of range"),
+    ],
+)
+def test_a_config_that_asks_too_much_is_refused_not_computed(
+    tmp_path: Path, over: dict, message: str
+) -> None:
+    _one_line(_cli("llm", "--config", _config(tmp_path, **over)), message)
+
+
+def test_text_config_deeper_than_three_levels_is_one_line(tmp_path: Path) -> None:
+    import json
+
+    doc: dict = json.loads((HF / "llama-3.2-1b" / "config.json").read_text())
+    for _ in range(4):
+        doc = {"model_type": "gemma3", "text_config": doc}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    _one_line(_cli("llm", "--config", str(path)), "text_config nested more than 3 levels deep")
