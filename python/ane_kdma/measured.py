@@ -60,6 +60,7 @@ MAX_BYTES = (1 << ADDR_BITS) - 1  # the 32-bit size register
 MAX_TIME_US = 1e9  # a quarter of an hour: far longer than any task the size register allows
 MAX_SLOPE_US = 1e6  # µs per line per lap
 MAX_SPAN_MIB = float(1 << 20)  # an address span in MiB: a TiB
+MAX_SPEEDUP = 1e3  # a ratio of two throughputs, each at most the ceiling
 
 
 @dataclass(frozen=True)
@@ -213,17 +214,64 @@ class Platform:
 
 
 @dataclass(frozen=True)
+class TableBRow:
+    """One size of Table B: the same weight unsplit and issued as chunk-sized tasks."""
+
+    d: int
+    bytes_per_core: int
+    unsplit: Figure  # GB/s, one task per core
+    chunked: Figure  # GB/s, chunk-sized tasks back to back
+    speedup: Figure  # chunked over unsplit, as published
+    source: Source
+
+
+@dataclass(frozen=True)
+class TableB:
+    """The split workaround at larger sizes: unsplit against chunked, at fixed N."""
+
+    n: int
+    chunk_bytes: int
+    rows: tuple[TableBRow, ...]
+    source: Source
+
+
+@dataclass(frozen=True)
+class TableCRow:
+    """One row of the split experiment: the size issued as `tasks` equal tasks."""
+
+    tasks: int
+    lines_per_task: int
+    gbps: Figure
+    speedup: Figure | None  # over the one-task row, where published
+    source: Source
+
+
+@dataclass(frozen=True)
+class TableC:
+    """The split experiment at one size: one task against 2 and 4."""
+
+    d: int
+    n: int
+    bytes_per_core: int
+    rows: tuple[TableCRow, ...]
+    source: Source
+
+
+@dataclass(frozen=True)
 class Measurements:
     geo: Chip  # the chip whose cores and lines the figures spread over
     table_a: TableA | None
     facts: Facts
     platform: Platform | None
     files: tuple[Path, ...]
+    table_b: TableB | None = None
+    table_c: TableC | None = None
 
     def has(self, *names: str) -> bool:
-        """True when every named fact (or "table_a", "platform") is present."""
+        """True when every named fact (or a dataset: "table_a", "table_b", "table_c",
+        "platform") is present."""
         for name in names:
-            if name in ("table_a", "platform"):
+            if name in ("table_a", "table_b", "table_c", "platform"):
                 if getattr(self, name) is None:
                     return False
             elif getattr(self.facts, name) is None:
@@ -458,11 +506,82 @@ def _platform(doc: Doc, chip: Chip) -> Platform | None:
     return Platform(_gbps(a.obj("throughput"), source(a), chip), a.string("workload", ""))
 
 
+def _row_figure(row: Doc, name: str, unit: str, hi: float = 0.0) -> Figure:
+    """A figure of a table row: its unit and qualifier stated on it, the row's own source."""
+    fig = row.obj(name)
+    _unit(fig, unit)
+    fig.string("qualifier")  # required here: the row says how the figure was published
+    return _figure(fig, source(row), unit, hi)
+
+
+def _table_b(doc: Doc, chip: Chip) -> TableB:
+    """Table B: per row D, its per-core size, unsplit and chunked GB/s and the speedup."""
+    src = source(doc)
+    cond = doc.obj("conditions")
+    n = _int(cond, "n", None, 1, MAX_BYTES)
+    chunk = _size(cond, "chunk_bytes")
+    if chunk % chip.line_bytes:
+        raise cond.fail(
+            cond.key("chunk_bytes"), f"{chunk} B is not whole {chip.line_bytes}-B lines"
+        )
+    rows = []
+    for row in doc.objects("rows"):
+        source(row)  # every row names its own source
+        d = _int(row, "d", None, 1, MAX_BYTES)
+        size = _matmul(row, chip, (d,), n, row.key("d"))[0]
+        if _size(row, "bytes_per_core") != size:
+            raise row.fail(row.key("bytes_per_core"), f"D x N = {d} x {n} is {size} B per core")
+        if size % chunk:
+            raise row.fail(row.key("d"), f"{size} B per core is not whole {chunk}-B chunks")
+        if size // chunk > MAX_TASKS:
+            raise row.fail(row.key("d"), f"{size // chunk} chunks, at most {MAX_TASKS} tasks")
+        unsplit = _row_figure(row, "unsplit", "GB/s", chip.ceiling_gbps)
+        chunked = _row_figure(row, "chunked", "GB/s", chip.ceiling_gbps)
+        for key, fig in (("unsplit", unsplit), ("chunked", chunked)):
+            _time_us(
+                row, row.key(f"{key}.value"), float(chip.time_for_gbps(size, fig.value)), chip, size
+            )
+        speedup = _row_figure(row, "speedup", "x", MAX_SPEEDUP)
+        rows.append(TableBRow(d, size, unsplit, chunked, speedup, source(row)))
+    return TableB(n, chunk, tuple(rows), src)
+
+
+def _table_c(doc: Doc, chip: Chip) -> TableC:
+    """Table C: one size per core issued as 1, 2, 4 ... equal tasks."""
+    src = source(doc)
+    cond = doc.obj("conditions")
+    n, d = _int(cond, "n", None, 1, MAX_BYTES), _int(cond, "d", None, 1, MAX_BYTES)
+    size = _matmul(cond, chip, (d,), n, cond.key("d"))[0]
+    if _size(cond, "bytes_per_core") != size:
+        raise cond.fail(cond.key("bytes_per_core"), f"D x N = {d} x {n} is {size} B per core")
+    lines = size // chip.line_bytes
+    rows = []
+    for row in doc.objects("rows"):
+        source(row)
+        tasks = _int(row, "tasks", "tasks", 1, MAX_TASKS)
+        each = _int(row, "lines_per_task", "lines", 1, MAX_BYTES // chip.line_bytes)
+        if tasks * each != lines:
+            raise row.fail(row.where, f"{tasks} x {each} lines is not the {lines} lines per core")
+        gbps = _row_figure(row, "throughput", "GB/s", chip.ceiling_gbps)
+        _time_us(
+            row,
+            row.key("throughput.value"),
+            float(chip.time_for_gbps(size, gbps.value)),
+            chip,
+            size,
+        )
+        speedup = _row_figure(row, "speedup", "x", MAX_SPEEDUP) if row.has("speedup") else None
+        rows.append(TableCRow(tasks, each, gbps, speedup, source(row)))
+    return TableC(d, n, size, tuple(rows), src)
+
+
 #: every dataset a chip may bring: its file in measured/ and its reader
 DATASETS: dict[str, Callable[[Doc, Chip], Any]] = {
     "table_a.json": _table_a,
     "point_facts.json": _facts,
     "platform.json": _platform,
+    "table_b.json": _table_b,
+    "table_c.json": _table_c,
 }
 FILES = tuple(DATASETS)
 
@@ -480,5 +599,7 @@ def load(directory: str | Path, chip: Chip) -> Measurements:
         table_a=read.get("table_a.json"),
         facts=read.get("point_facts.json") or Facts(),
         platform=read.get("platform.json"),
+        table_b=read.get("table_b.json"),
+        table_c=read.get("table_c.json"),
         files=tuple(base / name for name in DATASETS if name in read),
     )
