@@ -28,7 +28,7 @@ $(VENV)/.extra-%: $(VENV)/.base
 	touch $@
 
 SIM_ENV  := $(VENV)/.extra-sim
-TEST_ENV := $(VENV)/.extra-sim $(VENV)/.extra-formal $(VENV)/.extra-dev $(VENV)/.extra-coreml
+TEST_ENV := $(VENV)/.extra-sim $(VENV)/.extra-formal $(VENV)/.extra-dev $(VENV)/.extra-coreml $(VENV)/.extra-cluster
 
 # The main job: the real M3 register dumps replayed on the RTL beside the
 # measurement, the erratum at k x 0x4000 on the RTL, validation, and the plots.

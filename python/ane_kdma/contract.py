@@ -33,6 +33,7 @@ from ane_kdma.hw import ADDR_BITS, LINE_BYTES, MAX_CORES
 
 if TYPE_CHECKING:
     from ane_kdma.chip import Chip
+    from ane_kdma.cluster import Cluster
     from ane_kdma.hypotheses import Hypothesis
 
 MAX_TASKS = 1 << 16  # tasks per core in one workload
@@ -350,10 +351,11 @@ def default_jobs() -> int:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How run_many spreads work: processes, and whether a progress bar may show."""
+    """How run_many spreads work: processes or a Dask cluster, and whether a bar may show."""
 
     jobs: int = 1
     quiet: bool = False
+    cluster: Cluster | None = None  # set: chunks go to this Dask cluster (ane_kdma.cluster)
 
 
 _OPTIONS: ContextVar[RunOptions | None] = ContextVar("ane_kdma_run_options", default=None)
@@ -364,33 +366,54 @@ def current_options() -> RunOptions:
 
 
 @contextmanager
-def options(jobs: int | None = None, quiet: bool | None = None) -> Iterator[RunOptions]:
+def options(
+    jobs: int | None = None, quiet: bool | None = None, scheduler: str | None = None
+) -> Iterator[RunOptions]:
     """Within the block, run_many calls that name no `jobs` use these (the CLI sets them).
 
     Why a context and not a parameter everywhere: the analyses (sweep, validate,
     calibrate) call run_many deep down; the CLI decides how wide to run them.
+    `scheduler`: a Dask scheduler's address; the block connects to it first
+    (one line and exit 2 if it does not answer), sends every parallel run_many
+    to it, and closes the client at its end. `jobs` is then the number of
+    workers' worth of chunks (None: the cluster's threads).
     """
     cur = current_options()
+    n = check_jobs(jobs) if jobs is not None else None
+    cluster = cur.cluster
+    if scheduler is not None:
+        from ane_kdma import cluster as cluster_mod
+
+        cluster = cluster_mod.connect(scheduler, slots=n)
     new = RunOptions(
-        check_jobs(jobs) if jobs is not None else cur.jobs,
+        n if n is not None else cur.jobs,
         cur.quiet if quiet is None else quiet,
+        cluster,
     )
     token = _OPTIONS.set(new)
     try:
         yield new
     finally:
         _OPTIONS.reset(token)
+        if cluster is not None and cluster is not cur.cluster:
+            cluster.close()
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def takes_jobs(fn: F) -> F:
-    """Give `fn` a `jobs=` (and `quiet=`) keyword that sets :func:`options` around it."""
+    """Give `fn` `jobs=`, `quiet=` and `scheduler=` keywords that set :func:`options` around it."""
 
     @functools.wraps(fn)
-    def wrapped(*args: Any, jobs: int | None = None, quiet: bool | None = None, **kw: Any) -> Any:
-        with options(jobs, quiet):
+    def wrapped(
+        *args: Any,
+        jobs: int | None = None,
+        quiet: bool | None = None,
+        scheduler: str | None = None,
+        **kw: Any,
+    ) -> Any:
+        with options(jobs, quiet, scheduler):
             return fn(*args, **kw)
 
     return wrapped  # type: ignore[return-value]
@@ -407,8 +430,10 @@ def run_many(
 
     Each distinct workload runs once. With jobs > 1 and an engine worth it,
     the workloads go to a process pool in interleaved chunks; each chunk is
-    the engine's own run_many, so the per-workload function is the same
-    wherever it runs (docs/speed.md: how Ray or Dask would take it).
+    the engine's own run_many (:func:`run_chunk`), so the per-workload
+    function is the same wherever it runs. With a cluster in :func:`options`
+    (``--scheduler``) the same chunks go to Dask workers instead, whatever
+    `jobs` says (ane_kdma.cluster).
     """
     from ane_kdma import progress
 
@@ -417,7 +442,9 @@ def run_many(
     check_engine(engine)
     info = next(e for e in REGISTRY if e.name == engine)
     unique = list(dict.fromkeys(workloads))
-    if n_jobs <= 1 or not info.parallel or len(unique) < 2:
+    if opts.cluster is not None and info.parallel and len(unique) >= 2:
+        res = _on_cluster(opts.cluster, engine, hypothesis, chip, unique, info, opts.quiet)
+    elif n_jobs <= 1 or not info.parallel or len(unique) < 2:
         with progress.bar(len(unique), f"{engine} {hypothesis.name}", opts.quiet) as bar:
             if not bar.shown or len(unique) < 2 or not (info.parallel and info.cheap_calls):
                 res = get_engine(engine).run_many(hypothesis, chip, unique)
@@ -446,7 +473,7 @@ def _chunks(idx: list[int], n: int, contiguous: bool = False) -> list[list[int]]
 def run_chunk(
     engine: str, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
 ) -> list[Result]:
-    """The unit of parallel work: one engine's run_many on one chunk (a pool, Ray or Dask)."""
+    """The unit of parallel work: one engine's run_many on one chunk (the pool, or Dask)."""
     return get_engine(engine).run_many(hypothesis, chip, workloads)
 
 
@@ -480,6 +507,23 @@ def _pooled(
                 out[i] = r
             bar.update(len(c))
     return [r for r in out if r is not None]
+
+
+def _on_cluster(
+    cluster: Cluster,
+    engine: str,
+    hypothesis: Hypothesis,
+    chip: Chip,
+    workloads: list[Workload],
+    info: EngineInfo,
+    quiet: bool,
+) -> list[Result]:
+    from ane_kdma import progress
+
+    per_job = CHUNKS_PER_JOB if info.cheap_calls else 1
+    desc = f"{engine} {hypothesis.name} on {cluster.address}"
+    with progress.bar(len(workloads), desc, quiet) as bar:
+        return cluster.run(engine, hypothesis, chip, workloads, per_job, bar.update)
 
 
 def _mp_context() -> Any:

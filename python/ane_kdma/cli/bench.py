@@ -144,6 +144,7 @@ def _item_model() -> dict[str, object]:
 
 
 def _item_sweep(engine: str, jobs: int) -> dict[str, object]:
+    from ane_kdma import cluster
     from ane_kdma import hypotheses as hyps
     from ane_kdma.contract import Workload
 
@@ -156,19 +157,24 @@ def _item_sweep(engine: str, jobs: int) -> dict[str, object]:
     lb = chip.line_bytes
     loads = [Workload.from_size(int(x) * lb, chip.cores) for x in lines]
     pair = (chip.hypothesis, hyps.get(hyps.FIXED))
-    for h in pair:  # builds outside the clock
-        contract.run_many(engine, h, chip, loads[:1], jobs=1)
-    t0 = time.perf_counter()
-    cyc = 0
-    for h in pair:
-        cyc += sum(r.cycles for r in contract.run_many(engine, h, chip, loads, jobs=jobs))
-    dt = time.perf_counter() - t0
+    with contract.options(scheduler=cluster.from_env()) as opts:  # bench --scheduler
+        on = opts.cluster
+        for h in pair:  # builds outside the clock (on every worker of a cluster)
+            contract.run_many(engine, h, chip, loads[:1], jobs=1)
+            workers = on.on_every_worker(engine, h, chip, loads[:1]) if on else 0
+        t0 = time.perf_counter()
+        cyc = 0
+        for h in pair:
+            cyc += sum(r.cycles for r in contract.run_many(engine, h, chip, loads, jobs=jobs))
+        dt = time.perf_counter() - t0
+    where = {"scheduler": on.address, "workers": workers} if on else {}
     return {
         "sweep_s": dt,
         "points": len(loads) * len(pair),
         "hypotheses": [h.name for h in pair],
         "cycles": cyc,
         "jobs": jobs,
+        **where,
     }
 
 
@@ -233,8 +239,13 @@ def _wanted(only: str | None) -> list[str]:
     return items
 
 
-def _spawn(name: str, jobs: int) -> dict[str, object]:
+def _spawn(name: str, jobs: int, scheduler: str | None = None) -> dict[str, object]:
+    from ane_kdma import cluster
+
     env = dict(os.environ, ANE_KDMA_PROGRESS="0")
+    env.pop(cluster.ENV, None)
+    if scheduler is not None and name in SWEEP_ITEMS:
+        env[cluster.ENV] = scheduler  # the sweeps run on it; the speed items on this machine
     proc = subprocess.run(
         [sys.executable, "-m", "ane_kdma.cli.bench", name, str(jobs)],
         capture_output=True,
@@ -260,11 +271,15 @@ def _judge(name: str, res: dict[str, object]) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     jobs = args.jobs or contract.default_jobs()
     items = _wanted(args.only)
+    scheduler = common.run_options(args)["scheduler"]
+    if scheduler is not None and any(name in SWEEP_ITEMS for name in items):
+        with contract.options(scheduler=scheduler):
+            pass  # an address that does not answer: one line now, not an error per item
     results: dict[str, dict[str, object]] = {}
     for name in items:
         if not args.json:
             common.say(f"bench: {name} ...")
-        results[name] = _spawn(name, jobs)
+        results[name] = _spawn(name, jobs, scheduler)
         results[name].update(_judge(name, results[name]))
     bare = results.get("bare-verilator", {}).get("cycles_per_s")
     for name in SPEED_ITEMS:
@@ -281,7 +296,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc))
         return 0
     m = doc["machine"]
-    print(f"bench on {m['cpu']}, {m['nproc']} CPUs, {m['date']}, sweeps with {jobs} jobs")
+    how = f"on the cluster at {scheduler}" if scheduler else f"with {jobs} jobs"
+    print(f"bench on {m['cpu']}, {m['nproc']} CPUs, {m['date']}, sweeps {how}")
     rows = []
     for name, r in results.items():
         rows.append(

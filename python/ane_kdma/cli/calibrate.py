@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from ane_kdma import calibrate as cal_mod
-from ane_kdma import contract, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
+from ane_kdma import validate
 from ane_kdma.chip import PROFILE_FILE
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
@@ -74,7 +74,7 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
 
 
 def _jobs(args: argparse.Namespace) -> dict[str, object]:
-    return {"jobs": args.jobs or contract.default_jobs(), "quiet": args.json}
+    return common.run_options(args)  # --jobs, --scheduler, quiet under --json
 
 
 def run(args: argparse.Namespace) -> int:

@@ -90,14 +90,50 @@ def parse_jobs(text: str) -> int:
 
 
 def add_jobs(sp: argparse.ArgumentParser, what: str = "the workloads") -> None:
-    """--jobs N: processes to spread `what` over (0, negative or absurd: one line, exit 2)."""
+    """--jobs N: processes to spread `what` over (0, negative or absurd: one line, exit 2).
+
+    And --scheduler ADDRESS: a Dask cluster to send them to instead (see :func:`run_options`).
+    """
     sp.add_argument(
         "--jobs",
         type=arg(parse_jobs),
         default=None,
         metavar="N",
-        help=f"processes to spread {what} over (default: the number of CPUs)",
+        help=f"processes to spread {what} over (default: the number of CPUs; with "
+        "--scheduler, workers' worth of chunks, default the cluster's threads)",
     )
+    add_scheduler(sp, what)
+
+
+def add_scheduler(sp: argparse.ArgumentParser, what: str = "the workloads") -> None:
+    """--scheduler ADDRESS: checked when parsed (empty or malformed: one line, exit 2)."""
+    from ane_kdma import cluster
+
+    sp.add_argument(
+        "--scheduler",
+        type=arg(cluster.parse_address),
+        default=None,
+        metavar="ADDRESS",
+        help=f"a Dask scheduler (tcp://host:8786) to run {what} on; default "
+        f"${cluster.ENV}, else this machine (needs the extra 'cluster')",
+    )
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """jobs=, quiet= and scheduler= for contract.options or a takes_jobs function.
+
+    The scheduler is --scheduler, else ANE_KDMA_SCHEDULER (checked: a bad
+    value is one line); with one and no --jobs, the cluster's width decides.
+    """
+    from ane_kdma import cluster
+
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is None:
+        scheduler = cluster.from_env()
+    jobs = getattr(args, "jobs", None)
+    if jobs is None and scheduler is None:
+        jobs = contract.default_jobs()
+    return {"jobs": jobs, "quiet": bool(getattr(args, "json", False)), "scheduler": scheduler}
 
 
 def add_common(sp: argparse.ArgumentParser, engine_default: str | None = "model") -> None:

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     laps = list(range(1, args.laps + 1))
     lines = [k * chip.ring_lines for k in laps]
     loads = [Workload.from_size(n * lb, args.cores, 1, lb) for n in lines]
-    with contract.options(args.jobs or contract.default_jobs(), quiet=args.json):
+    with contract.options(**common.run_options(args)):  # --jobs, --scheduler
         table = {h.name: contract.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
     fixed = table[hyps.FIXED]
     rows = []

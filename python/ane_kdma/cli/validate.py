@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ane_kdma import contract
 from ane_kdma import validate as v
 from ane_kdma.cli import common
 
@@ -32,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
         args.engine,
         chip,
         rank=not getattr(args, "no_ranking", False),
-        jobs=args.jobs or contract.default_jobs(),
-        quiet=args.json,
+        **common.run_options(args),  # --jobs, --scheduler, quiet under --json
     )
     if args.json:
         print(json.dumps(v.to_json(report)))

@@ -153,10 +153,23 @@ def toolchain() -> Toolchain:
     return Toolchain(exe, root, cxx, make, ccache)
 
 
+CACHE_ENV = "ANE_KDMA_HARNESS_CACHE"  # a cache shared by a cluster's workers (README)
+
+
 def cache_root() -> Path:
-    """sim_build/batch in a source checkout; else the user's cache directory."""
+    """$ANE_KDMA_HARNESS_CACHE; else sim_build/batch in a source checkout; else the user's cache."""
     from ane_kdma import sim
 
+    shared = os.environ.get(CACHE_ENV, "").strip()
+    if shared:
+        root = Path(shared).expanduser()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{CACHE_ENV}={shared}: {exc.strerror or exc}") from None
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise InputError(f"{CACHE_ENV}={shared}: not a writable directory")
+        return root
     if (sim.RTL / "kdma.f").is_file() and os.access(sim.REPO, os.W_OK):
         return sim.BUILD_ROOT / "batch"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

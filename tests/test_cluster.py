@@ -1,0 +1,403 @@
+"""--scheduler: the same results on a Dask cluster as with --jobs 1, and bad input in one line.
+
+One LocalCluster (2 worker processes, 1 thread each) serves the module; its
+workers build the RTL harness into their own cache (ANE_KDMA_HARNESS_CACHE,
+a temporary folder), as a farm's workers would on their first call. A worker
+killed mid-run either costs nothing (Dask runs its chunk again) or, when the
+scheduler may not retry, stops the command with one line and no output.
+"""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ane_kdma import chip as chips
+from ane_kdma import cluster as cl
+from ane_kdma import contract
+from ane_kdma import hypotheses as hyps
+from ane_kdma import sweep as sw
+from ane_kdma.cli import common, main
+from ane_kdma.contract import Workload
+from ane_kdma.errors import InputError
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.xdist_group("cluster")  # one xdist worker starts the one cluster
+
+CHIP = chips.load()
+SWEEP = (64, 512, 64, 64)  # d_min, d_max, d_step, N: 8 points, small cores
+UP_S = 180  # the workers start within this (a loaded CI machine)
+
+
+@pytest.fixture(scope="module")
+def harness_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("worker-harness-cache")
+
+
+@contextmanager
+def _cluster(**env: str) -> Iterator[Any]:
+    c = distributed.LocalCluster(
+        n_workers=2,
+        processes=True,
+        threads_per_worker=1,
+        dashboard_address=":0",  # a free port: never clash with a running cluster
+        env={"ANE_KDMA_PROGRESS": "0", **env},
+    )
+    try:
+        with distributed.Client(c.scheduler_address, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=UP_S)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def local_cluster(harness_cache: Path) -> Iterator[Any]:
+    with _cluster(ANE_KDMA_HARNESS_CACHE=str(harness_cache)) as c:
+        yield c
+
+
+@pytest.fixture
+def address(local_cluster: Any) -> str:
+    return str(local_cluster.scheduler_address)
+
+
+@pytest.fixture
+def doomed() -> Iterator[Any]:
+    """A cluster of its own for a test that kills a worker (the others keep theirs)."""
+    with _cluster() as c:
+        yield c
+
+
+def _loads(n: int = 24) -> list[Workload]:
+    """Sizes around the first notches on 1 and 3 cores, uneven splits: distinct workloads."""
+    lb, ring = CHIP.line_bytes, CHIP.ring_lines
+    sizes = [k * ring + x for k in (1, 2) for x in (-64, -9, 0, 7, 64, 300)]
+    loads = [Workload.from_size(s * lb, 1) for s in sizes]
+    loads += [Workload.from_size(s * lb, 3, 2) for s in sizes]
+    return loads[:n]
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _one_line(err: str) -> str:
+    assert err.count("\n") == 1 and err.startswith("ane-kdma: "), err
+    assert "Traceback" not in err
+    return err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- the same results
+
+
+def test_a_sweep_on_the_cluster_equals_jobs_1(address: str) -> None:
+    with contract.options(jobs=1):
+        here = sw.compute_sweep(CHIP, *SWEEP, "model")
+    with contract.options(scheduler=address) as opts:
+        assert opts.cluster is not None and opts.cluster.width() == 2
+        there = sw.compute_sweep(CHIP, *SWEEP, "model")
+    assert here.d.size == there.d.size == 8
+    assert set(here.time_us) == set(there.time_us) == {h.name for h in hyps.registry()}
+    for name in here.time_us:
+        assert np.array_equal(here.time_us[name], there.time_us[name]), name
+        assert np.array_equal(here.gbps[name], there.gbps[name]), name
+
+
+def test_the_rtl_engine_on_workers_that_build_their_own_harness(
+    address: str, harness_cache: Path
+) -> None:
+    """A tiny workload set on 1 and 3 cores: the workers' first call builds into their cache."""
+    from ane_kdma.engines import verilator as vb
+
+    try:
+        vb.toolchain()
+    except vb.HarnessBuildError as exc:
+        pytest.skip(str(exc))
+    h = hyps.get(hyps.FIXED)
+    loads = [w for w in _loads() if len(w.cores) == 1][:6]
+    here = contract.run_many("rtl", h, CHIP, loads, jobs=1)
+    with contract.options(scheduler=address):
+        there = contract.run_many("rtl", h, CHIP, loads)
+    assert there == here
+    assert [r.counters for r in there] == [
+        r.counters for r in contract.run_many("model", h, CHIP, loads, jobs=1)
+    ]
+    built = [p.name for p in harness_cache.iterdir() if (p / vb.EXE).is_file()]
+    assert built and all(name.startswith(vb.TOP) for name in built), built
+
+
+def _need_rtl() -> None:
+    from ane_kdma.engines import verilator as vb
+
+    try:
+        vb.toolchain()
+    except vb.HarnessBuildError as exc:
+        pytest.skip(str(exc))
+
+
+def test_validate_on_the_cluster_equals_jobs_1(
+    address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["validate", "--engine", "model", "--no-ranking", "--json"]
+    s1, here, _ = _cli([*argv, "--jobs", "1"], capsys)
+    s2, there, err = _cli([*argv, "--scheduler", address], capsys)
+    assert (s1, json.loads(here)) == (s2, json.loads(there)), err
+    assert err == ""
+
+
+def test_calibrate_on_the_cluster_equals_jobs_1(
+    address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["calibrate", "--hypothesis", "signed", "--mechanism", "none", "--json"]
+    s1, here, _ = _cli([*argv, "--out", str(tmp_path / "a.json"), "--jobs", "1"], capsys)
+    s2, there, err = _cli(
+        [*argv, "--out", str(tmp_path / "b.json"), "--scheduler", address], capsys
+    )
+    assert s1 == s2 == 0, err
+    assert json.loads(here) == json.loads(there)
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_the_environment_names_the_scheduler(
+    address: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["erratum", "--laps", "3", "--json"]
+    s1, here, _ = _cli([*argv, "--jobs", "1"], capsys)
+    monkeypatch.setenv(cl.ENV, address)
+    assert common.run_options(_no_options())["scheduler"] == address
+    s2, there, err = _cli(argv, capsys)
+    assert (s1, here) == (s2, there) and err == ""
+
+
+def _no_options() -> Any:
+    """A command line that gave neither --jobs nor --scheduler."""
+    from argparse import Namespace
+
+    return Namespace(scheduler=None, jobs=None, json=False)
+
+
+# ---------------------------------------------------------------- workers that die, Ctrl-C
+
+
+def _when_busy(cluster: Any, act: Callable[[str], None]) -> threading.Thread:
+    """Run act(worker address) once a worker holds a chunk (polled on the in-process scheduler)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            busy = [a for a, ws in list(cluster.scheduler.workers.items()) if ws.processing]
+            if busy:
+                act(busy[0])
+                return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
+def _killer(address: str, killed: list[int]) -> Callable[[str], None]:
+    with distributed.Client(address, set_as_default=False) as c:
+        pids = c.run(os.getpid)
+
+    def kill(worker: str) -> None:
+        os.kill(pids[worker], signal.SIGKILL)
+        killed.append(pids[worker])
+
+    return kill
+
+
+def test_a_killed_worker_costs_nothing(doomed: Any) -> None:
+    h = hyps.get("signed")
+    loads = _loads()
+    here = contract.run_many("model", h, CHIP, loads, jobs=1)
+    killed: list[int] = []
+    address = doomed.scheduler_address
+    with contract.options(scheduler=address):
+        t = _when_busy(doomed, _killer(address, killed))
+        there = contract.run_many("model", h, CHIP, loads)
+        t.join(5)
+    assert killed, "no worker was busy long enough to be killed"
+    assert there == here  # every result, in order
+
+
+def test_a_worker_that_keeps_dying_stops_the_command_in_one_line(
+    doomed: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "sweep"
+    killed: list[int] = []
+    address = doomed.scheduler_address
+    sched = doomed.scheduler
+    allowed, sched.allowed_failures = sched.allowed_failures, 0  # no second chance
+    try:
+        t = _when_busy(doomed, _killer(address, killed))
+        d_min, d_max, d_step, n = SWEEP
+        argv = ["sweep", "--engine", "model", "--out", str(out), "--scheduler", address]
+        argv += ["--d-min", str(d_min), "--d-max", str(d_max), "--d-step", str(d_step)]
+        status, stdout, err = _cli([*argv, "--n", str(n), "--json"], capsys)
+        t.join(5)
+    finally:
+        sched.allowed_failures = allowed
+    assert killed
+    assert status == 2 and stdout == ""
+    assert "workers died" in _one_line(err)
+    assert not out.exists() or not any(out.iterdir())  # no partial output
+
+
+def test_ctrl_c_cancels_the_work_on_the_cluster(address: str, local_cluster: Any) -> None:
+    h = hyps.get("paged")
+    with contract.options(scheduler=address):
+        t = _when_busy(local_cluster, lambda _w: _thread.interrupt_main())
+        with pytest.raises(KeyboardInterrupt):
+            contract.run_many("model", h, CHIP, _loads())
+        t.join(5)
+    deadline = time.monotonic() + 30
+    while local_cluster.scheduler.tasks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not local_cluster.scheduler.tasks  # nothing left queued or held
+
+
+def test_bad_input_met_on_a_worker_comes_back_as_one_input_error(address: str) -> None:
+    calls: list[int] = []
+    h = hyps.get(hyps.FIXED)
+    with contract.options(scheduler=address) as opts:
+        assert opts.cluster is not None
+        with pytest.raises(InputError, match="unknown engine 'no-such-engine'"):
+            opts.cluster.run("no-such-engine", h, CHIP, _loads(4), 1, calls.append)
+    assert calls == []
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("10.0.0.5", "tcp://10.0.0.5:8786"),
+        ("sched.farm:9000", "tcp://sched.farm:9000"),
+        ("TLS://sched:1", "tls://sched:1"),
+        ("ws://h", "ws://h:8786"),
+        ("[::1]:8786", "tcp://[::1]:8786"),
+        ("  tcp://127.0.0.1:8786 ", "tcp://127.0.0.1:8786"),
+    ],
+)
+def test_addresses_as_dask_writes_them(text: str, want: str) -> None:
+    assert cl.check_address(text) == want
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "  ", "tcp://", "http://h:1", "h:99999", "h:0", "h:", "a b", "u@h:1", "h:1/x", "[::1"],
+)
+@pytest.mark.parametrize("command", ["sweep", "validate", "erratum", "calibrate", "bench"])
+def test_empty_or_malformed_addresses_are_one_line(
+    command: str, bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = _cli([command, "--scheduler", bad], capsys)
+    assert status == 2 and out == ""
+    assert "--scheduler" in _one_line(err)
+
+
+def test_a_bad_environment_value_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(cl.ENV, "not an address")
+    status, out, err = _cli(["erratum", "--laps", "1"], capsys)
+    assert status == 2 and out == "" and cl.ENV in _one_line(err)
+    monkeypatch.setenv(cl.ENV, "  ")  # empty: unset, this machine
+    assert common.run_options(_no_options()) == {
+        "jobs": contract.default_jobs(),
+        "quiet": False,
+        "scheduler": None,
+    }
+
+
+def test_a_scheduler_that_does_not_answer_is_one_line_within_10_s(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import distributed as _  # noqa: F401  (imported: the time is the wait, not the import)
+
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    t0 = time.monotonic()
+    status, out, err = _cli(["erratum", "--laps", "2", "--scheduler", addr], capsys)
+    took = time.monotonic() - t0
+    assert status == 2 and out == ""
+    assert addr in _one_line(err) and "answers" in err
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_something_else_answering_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """An HTTP server where the scheduler should be: its reply is not dask's protocol."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    port = srv.getsockname()[1]
+
+    def answer() -> None:
+        for _ in range(4):
+            try:
+                conn, _addr = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" * 64)
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        t0 = time.monotonic()
+        status, out, err = _cli(["erratum", "--scheduler", f"127.0.0.1:{port}"], capsys)
+        assert time.monotonic() - t0 < 10
+    finally:
+        srv.close()
+    assert status == 2 and out == "" and f":{port}" in _one_line(err)
+
+
+def test_the_cli_in_its_own_process_says_one_line(tmp_path: Path) -> None:
+    """As a user runs it: no traceback, no noise from distributed, exit 2."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env[cl.ENV] = f"127.0.0.1:{_free_port()}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ane_kdma.cli", "sweep", "--engine", "model", "--out", "o"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "no Dask scheduler answers" in _one_line(proc.stderr)
+    assert not (tmp_path / "o").exists()
+
+
+def test_without_the_cluster_extra_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed fails
+    status, out, err = _cli(["validate", "--scheduler", "tcp://127.0.0.1:8786"], capsys)
+    assert status == 2 and out == ""
+    assert "pip install 'ane-kdma[cluster]'" in _one_line(err)
