@@ -520,3 +520,21 @@ def test_sweep_out_dash_is_refused_in_one_line(
         "ane-kdma: --out -: sweep writes a set of files (CSV and PNG), so --out is a folder\n"
     )
     assert _names(tmp_path) == []
+
+
+def test_a_full_disk_under_a_real_bench_run_is_one_line_and_2() -> None:
+    """bench's table comes after its items ran (here the quickest, the analytic sweep)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ane_kdma.cli", "bench", "--only", "sweep-analytic"]
+            + ["--jobs", "1", "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(False),
+            timeout=300,
+        )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "ane-kdma: cannot write to standard output: No space left on device\n",
+    )
