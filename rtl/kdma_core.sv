@@ -12,7 +12,11 @@ module kdma_core
   // Clamp on the look-ahead credit, in lines.
   parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
   // KMem capacity, in lines.
-  parameter int KmemLines = kdma_pkg::KMEM_LINES
+  parameter int KmemLines = kdma_pkg::KMEM_LINES,
+  // 1: KMem stores each line's address and data for the drain port. 0:
+  // counters only; KMem keeps its occupancy, not its contents (kmem_addr_o
+  // and kmem_data_o read 0; resp_addr_i and resp_data_i are not read).
+  parameter bit Payload = 1'b1
 ) (
   input  logic clk_i,
   input  logic rst_ni,
@@ -199,21 +203,32 @@ module kdma_core
   // KMem: lines returned from memory wait here until the consumer drains them.
   // The issue gate keeps issued - consumed <= KmemLines, so it never overflows.
   // ---------------------------------------------------------------------------
-  logic [LINE_ADDR_BITS-1:0] kmem_addr [KmemLines];
-  logic [LINE_BITS-1:0]      kmem_data [KmemLines];
   logic [PtrBits-1:0]        kmem_wr_q, kmem_rd_q;
   logic [CapBits-1:0]        peak_inflight_q;
 
   assign kmem_valid_o = (kmem_count_q != '0);
-  assign kmem_addr_o  = kmem_addr[kmem_rd_q];
-  assign kmem_data_o  = kmem_data[kmem_rd_q];
   assign drain        = kmem_valid_o && kmem_ready_i;
 
-  always_ff @(posedge clk_i) begin
-    if (resp_valid_i) begin
-      kmem_addr[kmem_wr_q] <= resp_addr_i;
-      kmem_data[kmem_wr_q] <= resp_data_i;
+  // The payload: the lines themselves (the pointers and count above stay).
+  if (Payload) begin : g_payload
+    logic [LINE_ADDR_BITS-1:0] kmem_addr [KmemLines];
+    logic [LINE_BITS-1:0]      kmem_data [KmemLines];
+
+    assign kmem_addr_o = kmem_addr[kmem_rd_q];
+    assign kmem_data_o = kmem_data[kmem_rd_q];
+
+    always_ff @(posedge clk_i) begin
+      if (resp_valid_i) begin
+        kmem_addr[kmem_wr_q] <= resp_addr_i;
+        kmem_data[kmem_wr_q] <= resp_data_i;
+      end
     end
+  end else begin : g_no_payload
+    logic unused_payload;  // the counters-only build stores no line
+
+    assign unused_payload = ^{resp_addr_i, resp_data_i};
+    assign kmem_addr_o    = '0;
+    assign kmem_data_o    = '0;
   end
 
   assign tail_drain = drain && (tail_q != '0);

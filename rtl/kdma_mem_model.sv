@@ -10,7 +10,11 @@ module kdma_mem_model
   // Largest latency the run-time input may ask for, in cycles.
   parameter int MaxLatencyCycles = 4095,
   // Requests each port may have outstanding (the core caps itself lower).
-  parameter int DepthLines = kdma_pkg::KMEM_LINES
+  parameter int DepthLines = kdma_pkg::KMEM_LINES,
+  // 1: each response carries its line address and test data (line_data).
+  // 0: counters only; no address queue and no test data, and resp_addr_o
+  // and resp_data_o read 0 (the grant and response timing are the same).
+  parameter bit Payload = 1'b1
 ) (
   input  logic clk_i,
   input  logic rst_ni,
@@ -111,7 +115,6 @@ module kdma_mem_model
   // Per-port in-order response queue of (line address, due cycle).
   // ---------------------------------------------------------------------------
   for (genvar c = 0; c < NumCores; c++) begin : g_port
-    logic [LINE_ADDR_BITS-1:0] addr_mem [DepthLines];
     logic [TsBits-1:0]         due_mem  [DepthLines];
     logic [PtrBits-1:0]        wr_q, rd_q;
     logic [PtrBits:0]          count_q;
@@ -123,14 +126,27 @@ module kdma_mem_model
     assign pop          = (count_q != '0) && !head_wait[TsBits-1];
 
     assign resp_valid_o[c] = pop;
-    assign resp_addr_o[c]  = addr_mem[rd_q];
-    assign resp_data_o[c]  = line_data(addr_mem[rd_q]);
 
     always_ff @(posedge clk_i) begin
-      if (grant[c]) begin
-        addr_mem[wr_q] <= req_addr_i[c];
-        due_mem[wr_q]  <= now_q + TsBits'(latency_i);
+      if (grant[c]) due_mem[wr_q] <= now_q + TsBits'(latency_i);
+    end
+
+    // The payload: each response's line address, and its test data.
+    if (Payload) begin : g_payload
+      logic [LINE_ADDR_BITS-1:0] addr_mem [DepthLines];
+
+      assign resp_addr_o[c] = addr_mem[rd_q];
+      assign resp_data_o[c] = line_data(addr_mem[rd_q]);
+
+      always_ff @(posedge clk_i) begin
+        if (grant[c]) addr_mem[wr_q] <= req_addr_i[c];
       end
+    end else begin : g_no_payload
+      logic unused_addr;  // the request address only feeds the payload
+
+      assign unused_addr    = ^req_addr_i[c];
+      assign resp_addr_o[c] = '0;
+      assign resp_data_o[c] = '0;
     end
 
     always_ff @(posedge clk_i or negedge rst_ni) begin

@@ -14,7 +14,12 @@ module kdma_top
   // Clamp on the look-ahead credit, in lines.
   parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
   // Largest memory latency the run-time input may ask for, in cycles.
-  parameter int MaxLatencyCycles = 4095
+  parameter int MaxLatencyCycles = 4095,
+  // 1: the line payload (addresses and test data through memory and KMem),
+  // as the testbenches check it. 0: counters only, for timing runs (the batch
+  // engine); every counter and the occupancy as with 1; kmem_addr_o and
+  // kmem_data_o read 0.
+  parameter bit Payload = 1'b1
 ) (
   input  logic clk_i,
   input  logic rst_ni,
@@ -84,7 +89,8 @@ module kdma_top
       .CreditMode      (CreditMode),
       .RingBits        (RingBits),
       .PrefetchMaxLines(PrefetchMaxLines),
-      .KmemLines       (KMEM_LINES)
+      .KmemLines       (KMEM_LINES),
+      .Payload         (Payload)
     ) u_core (
       .clk_i,
       .rst_ni,
@@ -124,7 +130,8 @@ module kdma_top
   kdma_mem_model #(
     .NumCores        (NumCores),
     .MaxLatencyCycles(MaxLatencyCycles),
-    .DepthLines      (KMEM_LINES)
+    .DepthLines      (KMEM_LINES),
+    .Payload         (Payload)
   ) u_mem (
     .clk_i,
     .rst_ni,

@@ -1,12 +1,15 @@
 """Lint: `verilator --lint-only -Wall` clean for every hypothesis and core count; Icarus compiles.
 
-kdma_top is linted alone and inside the harness kdma_tb_top, whose parameters
-include a ring width and credit clamp other than the package's (a chip that
-differs from the m3, as the CLI's RTL engine may build).
+kdma_top is linted alone, in both settings of its Payload parameter (the full
+line datapath the testbenches check, and the counters-only build the batch
+engine times), and inside the harness kdma_tb_top, whose parameters include a
+ring width and credit clamp other than the package's (a chip that differs from
+the m3, as the CLI's RTL engine may build).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -32,9 +35,11 @@ def _rtl() -> list[str]:
     return [str(RTL / n) for n in names]
 
 
-#: what is linted: the top alone, and the harness with the package's geometry and another
+#: what is linted: the top alone (full and counters-only), and the harness with the
+#: package's geometry and another
 TARGETS = {
     "kdma_top": ("kdma_top", {}),
+    "kdma_top-counters-only": ("kdma_top", {"Payload": 0}),
     "harness": ("kdma_tb_top", {}),
     "harness-other-geometry": ("kdma_tb_top", OTHER_GEOMETRY),
 }
@@ -77,3 +82,36 @@ def test_icarus_compiles(hyp: Hypothesis, target: str, tmp_path) -> None:
     errors = [ln for ln in lines if "warning" not in ln and "error" in ln.lower()]
     errors += [ln for ln in lines if "kdma_tb_top.sv" in ln]
     assert out.returncode == 0 and not errors, out.stderr
+
+
+def _design(params: dict[str, object], tmp_path) -> dict[str, set[str]]:
+    """Verilator's elaborated netlist (--json-only): its variables' and function calls' names."""
+    setup_verilator()
+    out_json = tmp_path / f"netlist-{len(list(tmp_path.iterdir()))}.json"
+    cmd = ["verilator", "--json-only", "--json-only-output", str(out_json)]
+    cmd += ["--top-module", "kdma_top", *(f"-G{k}={v}" for k, v in params.items()), *_rtl()]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    names: dict[str, set[str]] = {"VAR": set(), "FUNCREF": set()}
+    stack = [json.loads(out_json.read_text())]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") in names:
+                names[node["type"]].add(str(node.get("name")))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def test_the_counters_only_build_leaves_the_payload_out(tmp_path) -> None:
+    """Payload = 0: no line store in memory or KMem, no test data; occupancy and counters stay."""
+    payload = {"kmem_data", "kmem_addr", "addr_mem"}  # KMem's line store, memory's address queue
+    timing = {"due_mem", "kmem_count_q", "inflight_q", "peak_inflight_q", "cycles_q"}
+    timing |= {"zero_credit_q"}
+    full = _design({"NumCores": 2}, tmp_path)
+    counters = _design({"NumCores": 2, "Payload": 0}, tmp_path)
+    assert payload | timing <= full["VAR"] and "line_data" in full["FUNCREF"]
+    assert not payload & counters["VAR"] and "line_data" not in counters["FUNCREF"]
+    assert timing <= counters["VAR"]

@@ -6,6 +6,9 @@ enabled cores, partial and unaligned sizes, bases anywhere (the top of the
 address space too), under random run-time settings with and without the
 issue-rate governor's ramp, on every hypothesis the RTL builds. Exact
 equality of every counter, never a tolerance.
+
+The engine runs the counters-only RTL build (``Payload = 0``); the same seeded
+set on the full build (the testbenches' datapath) must give the same counters.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ane_kdma import chip as chips
 from ane_kdma import contract, knobs
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
-from ane_kdma.contract import Task, Workload
+from ane_kdma.contract import Counters, Task, Workload
 from ane_kdma.engines import verilator as vb
 from ane_kdma.engines.model import counters_of
 from ane_kdma.errors import InputError
@@ -36,6 +39,13 @@ SEED = int(knobs.get("KDMA_SEED", 20261130))  # type: ignore[call-overload]
 #: two builds each, the ones tb/ and the CLI build anyway (and a 3-core one): a cold
 #: `make test` stays short
 BUILDS = {"literal": (1, 16), "signed": (3, 16), "paged": (1, 16), "fixed": (1, 16)}
+#: the full-payload builds the counters-only ones are held to: the chip's reading on the
+#: builds bench times (every build of BUILDS under KDMA_FULL=1)
+PAYLOAD_BUILDS = (
+    [(h, c) for h in hyps.in_rtl() for c in BUILDS.get(h.name, (1, 16))]
+    if knobs.full()
+    else [(CHIP.hypothesis, c) for c in (1, 16)]
+)
 
 
 def _toolchain_or_skip() -> None:
@@ -106,6 +116,14 @@ def _jobs(h: hyps.Hypothesis, cores: int, count: int) -> list[tuple[cm.Settings,
     return [(_settings(rng), _workload(rng, cores)) for _ in range(count)]
 
 
+def _seeded_set(h: hyps.Hypothesis, cores: int) -> list[tuple[cm.Settings, Workload]]:
+    return _jobs(h, cores, 12 if cores <= 5 else 8)
+
+
+def _model(h: hyps.Hypothesis, s: cm.Settings, w: Workload) -> Counters:
+    return counters_of(cm.run(h, CHIP.geometry, s, cm.job_of(w.cores, LINE_BYTES)))
+
+
 @pytest.mark.parametrize(
     ("h", "cores"),
     [(h, c) for h in hyps.in_rtl() for c in BUILDS.get(h.name, (1, 16))],
@@ -113,12 +131,27 @@ def _jobs(h: hyps.Hypothesis, cores: int, count: int) -> list[tuple[cm.Settings,
 )
 def test_batch_rtl_equals_the_cycle_model(h: hyps.Hypothesis, cores: int) -> None:
     _toolchain_or_skip()
-    jobs = _jobs(h, cores, 12 if cores <= 5 else 8)
+    assert not vb.ENGINE.payload  # the engine times the counters-only build
+    jobs = _seeded_set(h, cores)
     got = vb.ENGINE.counters(h, CHIP, jobs)
     for (s, w), g in zip(jobs, got, strict=True):
-        want = counters_of(cm.run(h, CHIP.geometry, s, cm.job_of(w.cores, LINE_BYTES)))
-        bad = g.mismatches(want, "batch RTL", "model")
+        bad = g.mismatches(_model(h, s, w), "batch RTL", "model")
         assert not bad, f"seed {SEED}, {h.name}, {s}, {w}: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize(("h", "cores"), PAYLOAD_BUILDS, ids=lambda v: getattr(v, "name", str(v)))
+def test_the_counters_only_build_equals_the_full_rtl(h: hyps.Hypothesis, cores: int) -> None:
+    """Payload = 0 leaves out data, never timing: the full build's counters, and the model's."""
+    _toolchain_or_skip()
+    fast, full = vb.VerilatorEngine(payload=False), vb.VerilatorEngine(payload=True)
+    assert vb.build(h, CHIP, cores, False) != vb.build(h, CHIP, cores, True)
+    jobs = _seeded_set(h, cores)
+    got_fast, got_full = fast.counters(h, CHIP, jobs), full.counters(h, CHIP, jobs)
+    for (s, w), f, p in zip(jobs, got_fast, got_full, strict=True):
+        where = f"seed {SEED}, {h.name}, {s}, {w}: "
+        assert f == p, where + "; ".join(f.mismatches(p, "counters-only", "full RTL"))
+        bad = p.mismatches(_model(h, s, w), "full RTL", "model")
+        assert not bad, where + "; ".join(bad)
 
 
 def test_batch_rtl_equals_cocotb() -> None:

@@ -9,7 +9,12 @@ does, so its counters are the cocotb engine's, and the cycle model's
 (tests/test_batch_rtl.py holds it to both, exactly).
 
 The RTL is the ground truth; the line checker and back-pressure of the
-testbench are not in this harness (the testbenches test those).
+testbench are not in this harness (the testbenches test those). So the engine
+builds kdma_top with ``Payload = 0`` by default: the counters-only RTL, with
+no line addresses or test data through memory and KMem, which no counter
+reads (occupancy and every counter stay; tests/test_batch_rtl.py holds the
+two builds to the same counters). ``VerilatorEngine(payload=True)`` builds
+the full datapath, as the testbenches do (bench compares the two).
 """
 
 from __future__ import annotations
@@ -209,13 +214,25 @@ def _fingerprint(tc: Toolchain, params: dict[str, int], defines: dict[str, int])
     return h.hexdigest()[:16]
 
 
-def build(hypothesis: Hypothesis, chip: Chip, cores: int) -> Path:
-    """The harness executable for this build, compiled once (any process shares it)."""
+def rtl_params(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool) -> dict[str, int]:
+    """kdma_top's build parameters; Payload only when it is off (on is the RTL's default)."""
+    params = build_params(hypothesis, chip, cores)
+    if not payload:
+        params["Payload"] = 0
+    return params
+
+
+def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False) -> Path:
+    """The harness executable for this build, compiled once (any process shares it).
+
+    payload=False: the counters-only RTL (the engine's timing runs); True: the
+    line payload datapath too, as the testbenches build it.
+    """
     if hypothesis.encoding is None:
         raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
     check_chip(chip)
     tc = toolchain()
-    params = build_params(hypothesis, chip, cores)
+    params = rtl_params(hypothesis, chip, cores, payload)
     defines = {"NUM_CORES": cores, "PEAK_BITS": _peak_bits(chip)}
     slug = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
     root = cache_root()
@@ -371,8 +388,11 @@ class VerilatorEngine:
     name = "rtl"
     exact = True
 
-    def __init__(self, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, progress: Callable[[int], None] | None = None, payload: bool = False
+    ) -> None:
         self.progress = progress
+        self.payload = payload  # False: the counters-only RTL build (see the module docstring)
 
     def run(self, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> Result:
         return self.run_many(hypothesis, chip, [workload])[0]
@@ -387,7 +407,7 @@ class VerilatorEngine:
         check_settings(s, chip)
         out: dict[int, Result] = {}
         for cores, idx in _by_cores(workloads).items():
-            exe = build(hypothesis, chip, cores)
+            exe = build(hypothesis, chip, cores, self.payload)
             batch = [workloads[i] for i in idx]
             got = run_jobs(exe, [(s, w) for w in batch], cores, self.progress)
             for i, w, c in zip(idx, batch, got, strict=True):
@@ -406,7 +426,7 @@ class VerilatorEngine:
             check_settings(s, chip)
         out: dict[int, Counters] = {}
         for cores, idx in _by_cores([w for _, w in jobs]).items():
-            exe = build(hypothesis, chip, cores)
+            exe = build(hypothesis, chip, cores, self.payload)
             got = run_jobs(exe, [jobs[i] for i in idx], cores)
             out.update(zip(idx, got, strict=True))
         return [out[i] for i in range(len(jobs))]
@@ -420,16 +440,22 @@ def _by_cores(workloads: Iterable[Workload]) -> dict[int, list[int]]:
 
 
 def bare_cycles_per_s(
-    hypothesis: Hypothesis, chip: Chip, cores: int, cycles: int, workload: Workload | None = None
+    hypothesis: Hypothesis,
+    chip: Chip,
+    cores: int,
+    cycles: int,
+    workload: Workload | None = None,
+    payload: bool = True,
 ) -> float:
     """The floor: the same Verilated model, `workload`'s first task started, then only the clock.
 
     No harness logic runs per cycle (no ready or idle checks), so this is what
     a bare C++ loop over this RTL costs while it streams (idle without a workload).
+    payload: which build (True, the full datapath, is the one bench calls the floor).
     """
     import time
 
-    exe = build(hypothesis, chip, cores)
+    exe = build(hypothesis, chip, cores, payload)
     feed = "" if workload is None else job_line(chip.settings, workload) + "\n"
     t0 = time.perf_counter()
     subprocess.run(

@@ -2,7 +2,8 @@
 // Batch harness for kdma_top: many workloads through one Verilated model, no Python per task.
 //
 // Built by ane_kdma.engines.verilator once per (hypothesis build parameters,
-// core count). It drives kdma_top exactly as tb/kdma_tb.py's run_workload
+// core count, Payload: the engine times the counters-only RTL, Payload = 0;
+// this harness reads no line data, so it drives either build). It drives kdma_top exactly as tb/kdma_tb.py's run_workload
 // does (settle idle cycles, start_i held high from the first task to the
 // last, each task taken when ready_o, the span counted from the edge that
 // takes the first task to the edge after which idle_o rises), with the KMem
