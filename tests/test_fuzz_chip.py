@@ -282,7 +282,7 @@ COMMANDS = [
 ]
 
 
-@fuzz(25)
+@settings(FUZZ, max_examples=25, deadline=timedelta(seconds=60))  # llm: seconds on a busy box
 @given(st.sampled_from(["chip.json", "profile.json"]), st.data(), st.sampled_from(COMMANDS))
 def test_a_command_on_a_fuzzed_chip_ends_in_time(
     name: str, data: st.DataObject, argv: list[str]
