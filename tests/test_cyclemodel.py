@@ -226,6 +226,44 @@ def test_periods_and_the_token_form_equal_stepped(shortcuts: Counter) -> None:
     assert shortcuts["period"] and shortcuts["token"] and shortcuts["followers"]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_cores_that_differ_only_in_bases_share_one_group(seed: int) -> None:
+    """The registry says the credit ignores the start line: cores that differ only in their
+    bases run as one group (one schedule until the aggregate bucket parts them). Held to
+    one group per core (no sharing, no shortcuts) and, where small enough, to simulate."""
+    rng = random.Random(300 + seed)
+    for _ in range(10):
+        h = rng.choice(HYPS)
+        s = _settings(rng, rng.choice([838860, 13 * RATE_ONE, int(2.5 * RATE_ONE)]), True)
+        cores = rng.choice([2, 5, 16, 16])
+        sizes = [rng.choice([1, 257, rng.randrange(300, 2500)]) for _ in range(rng.choice([1, 2]))]
+        job = []
+        for _c in range(cores):
+            base, seq = rng.randrange(0, 1 << 26), []
+            for n in sizes:
+                seq.append((base, n))
+                base = (base + n) & ((1 << 26) - 1)
+            job.append(seq)
+        groups = cm.group.groups_of(h, G, s, job, None, False)
+        assert len(groups) == (cores if h.depends_on_start else 1)
+        shared = cm.run(h, G, s, job, keep_lines=True)
+        _same(shared, cm.run(h, G, s, job, keep_lines=True, share=False))
+        if sum(sizes) * cores <= 6000:
+            _same(shared, cm.simulate(h, G, s, job))
+
+
+def test_the_bucket_analysis_is_shared_across_sizes() -> None:
+    """Sweep points that differ only in their size meet the same aggregate-bucket pattern
+    in the token form: its analysis is computed once and reused, exactly."""
+    h, s = hyps.get("fixed"), CHIP.settings
+    before = cm.shortcuts._bucket.cache_info()
+    for lines in (12_288, 20_000, 24_576, 31_000):
+        job = [[(c * lines, lines)] for c in range(16)]
+        _same(cm.run(h, G, s, job), cm.run(h, G, s, job, skip=False))
+    after = cm.shortcuts._bucket.cache_info()
+    assert after.hits > before.hits
+
+
 @pytest.mark.parametrize("h", HYPS, ids=IDS)
 def test_skipping_equals_stepping_on_multi_lap_jobs(h: hyps.Hypothesis, shortcuts: Counter) -> None:
     """The chip's own settings, jobs of three laps or so: jumps against every grant stepped."""

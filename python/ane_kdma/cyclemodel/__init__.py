@@ -34,9 +34,45 @@ Two engines compute this:
   Its cost is bounded for any legal size: it keeps O(1) state per core (the
   gates see at most KMem lines back), steps one leader for cores that are
   time-shifted copies of one another, and jumps steady state: in closed form
-  while the token bucket alone paces, by whole periods otherwise (see
-  :class:`_Engine`). It is exact (tests/test_cyclemodel.py holds it to
-  :func:`simulate`, and to itself without the shortcuts).
+  while the token bucket alone paces, by whole periods otherwise. It is exact
+  (tests/test_cyclemodel.py holds it to :func:`simulate`, and to itself
+  without the shortcuts; tests/test_batch_rtl.py and tb/ hold the RTL to it).
+
+The modules, in the order a reader wants them:
+
+* ``job``: the job (per core, its tasks) and the results (the RTL's counters).
+* ``stepped``: :func:`simulate`, the reference, register by register.
+* ``governor``: the issue-rate governor, written once: the reference drives
+  its registers, the recurrence asks it about the token bucket it refills,
+  the shortcuts how long its rate holds.
+* ``ready``: the consumer's readiness under back-pressure (the harness LFSR).
+* ``lines``: the per-line state a group keeps, declared once (:class:`Ring`,
+  one column per value, each with its kind); copy, compare, follow and jump
+  iterate over that declaration.
+* ``group``: one group of cores in the recurrence: a line's earliest cycle
+  and its grant (:meth:`Group.earliest`, :meth:`Group.grant`), and how far
+  the arithmetic holds still (:meth:`Group.steady_lines`, :meth:`Group.settled`).
+* ``bucket``: the aggregate bucket's arbiter (round-robin over the ports).
+* ``engine``: :func:`run`: the task loop and the general grant-to-grant loop.
+* ``shortcuts``: shadows, the token form and periods (see :class:`Engine`).
+
+Adding a rate or floor mechanism (a new input of :class:`Settings`):
+
+1. ``stepped.py``: its registers, as the RTL has them (the reference).
+2. ``group.py``: its effect on one line: a floor on the grant cycle in
+   :meth:`Group.earliest` (as the per-task cost sets ``floor``), a latency in
+   :meth:`Group.grant` (as the memory's warm-up does), or a refill in
+   ``governor.py`` (as the ramp does). State it keeps per request goes in
+   :meth:`Group.start_task`; state that differs line by line and that the
+   future depends on is a column of ``lines.Ring`` (give its kind; the
+   shortcuts then carry it), and a scalar compared in :meth:`Group.same_state`.
+3. ``group.py``: say when the arithmetic changes, so no shortcut jumps across
+   it: :meth:`Group.steady_lines` (lines it holds still, e.g. until the
+   governor's next step) and :meth:`Group.settled` (a start-up the shortcuts
+   wait out, e.g. the warm-up). Nothing in ``shortcuts.py`` changes.
+4. tests/test_cyclemodel.py: draw it in ``_settings`` (random mechanisms) and
+   in a case of the period and token-form tests; the stepped reference and
+   ``skip=False`` decide.
 """
 
 from ane_kdma.cyclemodel.engine import run

@@ -31,7 +31,9 @@ class Engine(Shortcuts):
       gate provably slack), its grants have a closed form, periodic with the
       bucket; the aggregate bucket is checked over that period. The leader
       lands on the last line before the credit pattern or the governor's rate
-      changes (see _token_jump).
+      changes (see _token_jump). What the bucket sees is a pure function of
+      the pattern relative to the leader's grant, so its analysis is
+      memoised: the points of a sweep meet the same few patterns.
     * Periods. Otherwise (gates binding: demand-gated bursts), the whole
       state relative to the leader's latest grant (its ring window, bank,
       governor, credit phase; the aggregate bank and round-robin pointer; the
@@ -54,23 +56,13 @@ class Engine(Shortcuts):
         bp: Backpressure | None,
         keep: bool,
         skip: bool,
+        share: bool = True,
     ) -> None:
+        super().__init__(len(job), s.agg_rate_q16)
         self.s = s
         self.kmem = geom.kmem_lines
-        self.groups = groups_of(hyp, geom, s, job, bp, keep)
-        self.ncores = len(job)
-        self.big_r = s.agg_rate_q16
-        self.bank, self.last, self.rr = RATE_ONE, 0, 0  # bank at the start of cycle last + 1
+        self.groups = groups_of(hyp, geom, s, job, bp, keep, share)
         self.fast = skip and (bp is None or bp.threshold == 0)
-        self._tables: dict[tuple[int, ...], list[int]] = {}
-
-    def table(self, members: list[int]) -> list[int]:
-        """For each round-robin pointer, the farthest of these ports from it (mod cores)."""
-        key = tuple(members)
-        if key not in self._tables:
-            n = self.ncores
-            self._tables[key] = [max((p - rr) % n for p in members) for rr in range(n)]
-        return self._tables[key]
 
     # ------------------------------------------------------------ tasks
     def run(self) -> ModelResult:
@@ -206,16 +198,19 @@ def run(
     *,
     keep_lines: bool = False,
     skip: bool = True,
+    share: bool = True,
 ) -> ModelResult:
     """Every core's counters after the job, advancing from grant to grant (exact).
 
     keep_lines: also return every line's grant and drain cycles (memory grows
     with the transfer; without it the run is O(1) in memory). skip=False
     steps every grant of every group (the same results in linear time: the
-    tests hold the shortcuts to it).
+    tests hold the shortcuts to it). share=False gives every core its own
+    group, even cores whose work differs only in its bases (the tests hold
+    the sharing to it).
     """
     check(job, settings, geom)
-    return Engine(hyp, geom, settings, job, backpressure, keep_lines, skip).run()
+    return Engine(hyp, geom, settings, job, backpressure, keep_lines, skip, share).run()
 
 
 def _next_accept(groups: list[Group], j: int, prev_accept: int) -> tuple[int, bool]:

@@ -2,33 +2,27 @@
 
 from __future__ import annotations
 
-import copy
-from array import array
 from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
 
-from ane_kdma.cyclemodel.governor import Governor
+from ane_kdma.cyclemodel.dwindow import DemandWindow
+from ane_kdma.cyclemodel.governor import NEVER, Governor
 from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job
+from ane_kdma.cyclemodel.lines import OWN, Ring, moved
 from ane_kdma.cyclemodel.ready import Ready
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings
 
-#: Per line, a group keeps only a ring of its latest lines: grant, drain and pop
-#: cycles, the line's path (1: demand), and after the grant the token bank, the
-#: governor's rate and count and the zero-credit count; a leader (see Engine)
-#: adds its running in-flight peak, a hash of the line, and the aggregate
-#: bucket's bank and round-robin pointer after it, for the period search.
-_FIELDS = ("G", "D", "PO", "CL", "TK", "RT", "CN", "ZR", "PK", "SG", "AB", "RR")
 #: the ring of a leader: a period of the state (the token bank's is at most 65536
 #: lines) plus the KMem lines the gates look back over
-_RING_LONG = 1 << 17
-_CHUNK = 4096  # credits are computed this many lines at a time
-_HASH_M = (1 << 61) - 1  # the period search's rolling hash (a hit is then checked exactly)
-_HASH_B = 1_000_003
-_NEVER = 1 << 62
+RING_LONG = 1 << 17
+CHUNK = 4096  # credits are computed this many lines at a time
+#: what the timing of a group depends on: its tasks as the credit sees them, and its core
+#: when back-pressure makes every core differ
+Work = tuple[tuple[tuple[int, int], ...], int | None]
 
 
 def ring_lines(kmem: int) -> int:
@@ -48,7 +42,7 @@ class Group:
         self,
         members: list[int],
         tasks: Sequence[tuple[int, int]],
-        work: tuple,
+        work: Work,
         hyp: Hypothesis,
         g: Geometry,
         s: Settings,
@@ -67,6 +61,9 @@ class Group:
         self.warm_end = s.warm_lines  # the first line past it
         self.always = ready.always
         self.gov = Governor(s)
+        self.dwin = DemandWindow(s)
+        self.dwin_full = 0  # the first line from which the demand window is full
+        self.starves = False  # the task has lines with credit 0 (the demand window's)
         self.x = 0  # lines granted, all tasks
         self.j = -1  # task being issued
         self.q = 0  # line within it
@@ -93,41 +90,30 @@ class Group:
         self.base = 0
         self.period, self.horizon = 1, 0
         self.keep: tuple[list[int], list[int]] | None = ([], []) if keep else None
-        self.cap, self.mask, self.lo = 1, 0, 0
-        self._ring(ring_lines(self.kmem), 0)
+        self.lo = 0  # the first line the ring holds (lines below it are stale)
+        self.ring = Ring(ring_lines(self.kmem))
 
     # ------------------------------------------------------------ the ring of latest lines
-    def _ring(self, cap: int, lo: int) -> None:
+    def resize(self, cap: int, lo: int) -> None:
         """A ring of `cap` lines holding what the current one holds of lines lo..x-1."""
         lo = max(lo, self.low, self.x - cap + 1)
-        keep = np.arange(lo, self.x, dtype=np.int64)
-        for f in _FIELDS:
-            new = array("q", [0]) * cap
-            old = getattr(self, f, None)
-            if old is not None and keep.size:
-                view = np.frombuffer(new, np.int64)
-                view[keep & (cap - 1)] = np.frombuffer(old, np.int64)[keep & self.mask]
-            setattr(self, f, new)
-        self.cap, self.mask, self.lo = cap, cap - 1, lo
+        self.ring = self.ring.resized(cap, np.arange(lo, self.x, dtype=np.int64))
+        self.lo = lo
 
     @property
     def low(self) -> int:
         """The first line the ring still holds."""
-        return max(self.lo, self.x - self.cap + 1)
-
-    def view(self, f: str) -> np.ndarray:
-        return np.frombuffer(getattr(self, f), np.int64)
+        return max(self.lo, self.x - self.ring.cap + 1)
 
     def copy(self, members: list[int]) -> Group:
         twin = Group.__new__(Group)
         twin.__dict__.update(self.__dict__)
         twin.members = members
-        for f in _FIELDS:
-            setattr(twin, f, array("q", getattr(self, f)))
+        twin.ring = self.ring.copy()
         twin.dd = deque(self.dd, maxlen=self.kmem)
         twin.pend = deque(self.pend)
-        twin.gov = copy.copy(self.gov)
-        twin.gov.before = list(self.gov.before)
+        twin.gov = self.gov.copy()
+        twin.dwin = self.dwin.copy()
         if self.keep is not None:
             twin.keep = (list(self.keep[0]), list(self.keep[1]))
         twin.ready = self.ready  # only shared when there is no back-pressure
@@ -148,10 +134,16 @@ class Group:
             self.epoch, self.epoch_line, self.zero, self.peak = accept, self.x, 0, 0
             self.warm_end = self.x + self.s.warm_lines
             self.gov.restart(accept, self.finish())  # a request starts: the governor too
+            self.dwin.start()  # ... and the demand window
+            self.dwin_full = self.x if self.dwin.grown() else NEVER
         hyp, g = self.hyp, self.geom
         self.base = base
         self.cred_static = hyp.credit(g, base, n, 0) if hyp.static else None
         self.clo = self.chi = 0
+        if self.dwin.on:  # a page at each end shows every form's zeros (static, paged, remaining)
+            pg = g.prefetch_max_lines
+            ends = np.unique(np.r_[np.arange(min(n, pg)), np.arange(max(n - pg, 0), n)])
+            self.starves = bool(np.any(hyp.credit_array(g, n, ends, base) == 0))
         # how far the credit pattern repeats (the period search may not jump past it)
         page = g.prefetch_max_lines
         self.period, self.horizon = 1, 0
@@ -174,10 +166,34 @@ class Group:
         if self.cred_static is not None:
             return self.cred_static
         if not self.clo <= q < self.chi:
-            self.clo, self.chi = q, min(self.n, q + _CHUNK)
+            self.clo, self.chi = q, min(self.n, q + CHUNK)
             issued = np.arange(self.clo, self.chi, dtype=np.int64)
             self.carr = self.hyp.credit_array(self.geom, self.n, issued, self.base).tolist()
         return self.carr[q - self.clo]
+
+    def starved_in(self, q0: int, q1: int) -> int:
+        """Lines q0..q1-1 of this task that have credit 0 (the demand window counts them)."""
+        if q1 <= q0 or self.dwin.grown():
+            return 0
+        if self.cred_static is not None:
+            return q1 - q0 if self.cred_static == 0 else 0
+        issued = np.arange(q0, q1, dtype=np.int64)
+        credits = self.hyp.credit_array(self.geom, self.n, issued, self.base)
+        return int(np.count_nonzero(credits == 0))
+
+    # ------------------------------------------------------------ what the shortcuts may skip
+    # A rate mechanism that changes the per-line arithmetic after some line says so here:
+    # the shortcuts jump only over lines where the arithmetic holds still.
+    def steady_lines(self) -> int:
+        """Lines after the last one whose arithmetic is the same: the credit pattern holds
+        (its horizon), and so does the governor's rate."""
+        return min(self.horizon - self.q, self.gov.lines_at_rate())
+
+    def settled(self, line: int) -> bool:
+        """True if every line from `line` on is past the request's start-up (the memory's
+        warm-up and the task's first-request hold-back)."""
+        full = line >= self.dwin_full or not self.starves  # the demand window holds still
+        return line >= self.warm_end and line >= self.task_first and full
 
     # ------------------------------------------------------------ one line
     def earliest(self) -> int:
@@ -186,17 +202,10 @@ class Group:
         if cred is None:
             cred = self.credit(self.q)
         kmem = self.kmem
-        gov = self.gov
-        if gov.before:
-            g = gov.earliest(self.g_prev + 1, self.tok_after)
-        else:  # Governor.earliest's closed form, inline (the hot path)
-            g = self.g_prev + 1
-            need = RATE_ONE - gov.rate - self.tok_after
-            if need > 0:
-                g -= -need // gov.rate
-        if g < self.floor:
+        g = self.gov.earliest(self.g_prev + 1, self.tok_after)  # the token bucket
+        if g < self.floor:  # the task's accept (and its per-task cost)
             g = self.floor
-        cap = self.window + cred
+        cap = self.window + cred if cred else self.dwin.window()  # a starved line: its window
         if cap > kmem:
             cap = kmem
         if cred == 0 and self.split:
@@ -209,7 +218,8 @@ class Group:
             cap = kmem  # ... and every line in the core must still fit KMem
         i = self.x - cap
         if i >= 0:
-            v = self.D[i & self.mask] + 1
+            ring = self.ring
+            v = ring.drain[i & ring.mask] + 1
             if v > g:
                 g = v
         return g
@@ -220,22 +230,13 @@ class Group:
         if cred is None:
             cred = self.credit(q)
         gov = self.gov
-        if gov.before:
-            tok = gov.grant(self.g_prev + 1, self.tok_after, c)
-        else:  # Governor.grant's one-rate case, inline (the hot path)
-            r = gov.rate
-            tok = self.tok_after
-            if c > self.g_prev + 1:
-                tok += (c - self.g_prev - 1) * r
-                if tok > RATE_ONE:
-                    tok = RATE_ONE
-            tok += r - RATE_ONE
-            gov.count += 1
-            if r < gov.rmax and gov.count % gov.step == 0:
-                gov.rate = min(r + gov.inc, gov.rmax)
-        self.tok_after = tok
+        tok = self.tok_after = gov.grant(self.g_prev + 1, self.tok_after, c)
         if cred == 0:  # counted while lines remain: since the last grant (or the accept)
             self.zero += c - self.last_grant_in_task
+            if not self.dwin.grown():
+                self.dwin.granted()
+                if self.dwin.grown():
+                    self.dwin_full = x + 1
         self.last_grant_in_task = c
         pop = c + (self.lat if x >= self.warm_end else self.lat_warm)  # the memory's warm-up
         if pop <= self.pop_prev:  # the port's queue pops in order
@@ -255,9 +256,15 @@ class Group:
         demand = cred == 0 and self.split
         if demand:
             self.dd.append(d)
-        i = x & self.mask
-        self.G[i], self.D[i], self.PO[i], self.CL[i] = c, d, pop, demand
-        self.TK[i], self.RT[i], self.CN[i], self.ZR[i] = tok, gov.rate, gov.count, self.zero
+        ring = self.ring
+        i = x & ring.mask
+        ring.grant[i], ring.drain[i], ring.pop[i], ring.demand[i] = c, d, pop, demand
+        ring.bank[i], ring.rate[i], ring.count[i], ring.zero[i] = (
+            tok,
+            gov.rate,
+            gov.count,
+            self.zero,
+        )
         if self.keep is not None:
             self.keep[0].append(c)
             self.keep[1].append(d)
@@ -275,80 +282,100 @@ class Group:
             drains=None if keep is None else np.asarray(keep[1], dtype=np.int64),
         )
 
-    # ------------------------------------------------------------ shadows
+    # ------------------------------------------------------------ shadows and jumps
     def same_state(self, lead: Group, delta: int) -> bool:
         """True if this group, after its line x - 1, is `lead` after that line, delta later.
 
         What decides the future of a group after a grant: its token bank and
-        governor, its request's start line (the warm-up), and the grant, drain,
-        pop cycles and paths of the lines the gates and the in-flight count
-        can still see (the last KMem), relative to the grant.
+        governor, its request's start line (the warm-up), and what the gates
+        and the in-flight count can still see of the last KMem lines, relative
+        to the grant (the ring's seen columns).
         """
         y = self.x - 1
         lo = max(y - self.kmem + 1, 0)
         if lo < lead.low or lo < self.low or y >= lead.x:
             return False
-        i = y & lead.mask
+        r, i = lead.ring, y & lead.ring.mask
         if (self.tok_after, self.gov.rate, self.gov.count, self.epoch_line, self.task_first) != (
-            lead.TK[i],
-            lead.RT[i],
-            lead.CN[i],
+            r.bank[i],
+            r.rate[i],
+            r.count[i],
             lead.epoch_line,
             lead.task_first,
         ) or self.gov.before:
             return False
         z = np.arange(lo, y + 1, dtype=np.int64)
-        a, b = z & self.mask, z & lead.mask
-        return all(
-            np.array_equal(self.view(f)[a], lead.view(f)[b] + (delta if f != "CL" else 0))
-            for f in ("G", "D", "PO", "CL")
-        )
+        return lead.ring.matches(z, self.ring, z, delta)
 
     def follow(self, lead: Group, y: int, delta: int, zbase: int) -> None:
         """Become `lead` as it was after its line y - 1, `delta` cycles later."""
         if self.keep is not None and lead.keep is not None:
             for mine, theirs in zip(self.keep, lead.keep, strict=True):
                 mine.extend(v + delta for v in theirs[self.x : y])
-        lo = max(y - self.kmem - 1, lead.low, 0)
-        z = np.arange(lo, y, dtype=np.int64)
-        a, b = z & self.mask, z & lead.mask
-        for f in ("G", "D", "PO", "CL", "TK", "RT", "CN", "ZR"):
-            v = lead.view(f)[b]
-            if f in ("G", "D", "PO"):
-                v = v + delta
-            elif f == "ZR":
-                v = v + zbase
-            self.view(f)[a] = v
-        self.lo = lo
-        i = (y - 1) & lead.mask
-        self.x, self.q = y, y - self.task_first
-        self.g_prev, self.d_prev = lead.G[i] + delta, lead.D[i] + delta
-        self.pop_prev = lead.PO[i] + delta
+        self.lo = max(y - self.kmem - 1, lead.low, 0)
+        z = np.arange(self.lo, y, dtype=np.int64)
+        self.ring.put(z, moved(lead.ring.get(z, OWN), dt=delta, dz=zbase))
+        if not self.dwin.grown():
+            self.dwin.granted(self.starved_in(self.q, y - self.task_first))
+            if self.dwin.grown():
+                self.dwin_full = y  # at or after the line it grew on: conservative
+        self.x = y
+        self.land()
+        self.peak = max(self.peak, lead.ring.peak[(y - 1) & lead.ring.mask])
+
+    def land(self) -> None:
+        """Take up the state after line x - 1 from the ring (after a follow or a jump)."""
+        t, ring, kmem = self.x - 1, self.ring, self.kmem
+        i = t & ring.mask
+        self.q = self.x - self.task_first
+        self.g_prev, self.d_prev, self.pop_prev = ring.grant[i], ring.drain[i], ring.pop[i]
         self.last_grant_in_task = self.g_prev
-        self.tok_after = lead.TK[i]
-        self.gov.rate, self.gov.count, self.gov.before = lead.RT[i], lead.CN[i], []
-        self.zero = zbase + lead.ZR[i]
-        self.peak = max(self.peak, lead.PK[i])
-        d, po, cl = lead.view("D")[b] + delta, lead.view("PO")[b] + delta, lead.view("CL")[b]
-        self.dd = deque(d[cl == 1].tolist(), maxlen=self.kmem)
+        self.tok_after = ring.bank[i]
+        self.gov.rate, self.gov.count, self.gov.before = ring.rate[i], ring.count[i], []
+        self.zero = ring.zero[i]
+        # the lines still in flight, and the latest demand lines: among the last KMem
+        # (every line before them was drained before line t's grant)
+        w = ring.get(
+            np.arange(max(t - kmem + 1, self.lo), t + 1, dtype=np.int64), ("pop", "drain", "demand")
+        )
+        po, d = w["pop"], w["drain"]
         self.pend = deque(po[po > self.g_prev].tolist())
         self.inflight = len(self.pend)
+        self.dd = deque(d[w["demand"] == 1].tolist(), maxlen=kmem)
 
 
 def groups_of(
-    hyp: Hypothesis, g: Geometry, s: Settings, job: Job, bp: Backpressure | None, keep: bool
+    hyp: Hypothesis,
+    g: Geometry,
+    s: Settings,
+    job: Job,
+    bp: Backpressure | None,
+    keep: bool,
+    share: bool = True,
 ) -> list[Group]:
-    """Cores whose timing cannot differ share a group (the credit may depend on the base)."""
-    keys: dict[tuple, list[int]] = {}
+    """Cores whose timing cannot differ share a group: one grant schedule for them all.
+
+    A core's timing depends on its base only through the credit, and the
+    credit sees the base only through the ring's bits; when the registry says
+    the credit ignores the start line (``depends_on_start`` False, held to the
+    arithmetic by tests/test_hypotheses.py), cores that differ only in their
+    bases share one group (a 16-core sweep point costs one core until the
+    aggregate bucket parts them). Back-pressure gives every core its own
+    readiness, hence its own group. share=False: one group per core (the
+    ungrouped path the tests hold the sharing to).
+    """
+    keys: dict[Work, list[int]] = {}
+    ring = g.ring_lines - 1 if hyp.depends_on_start else 0
     for c, seq in enumerate(job):
         if seq is None:
             continue
-        ring = g.ring_lines - 1
-        work = tuple((b & ring if hyp.depends_on_start else 0, n) for b, n in seq)
-        key = (work, c if bp is not None and bp.threshold else None)
+        work = tuple((b & ring, n) for b, n in seq)
+        alone = not share or (bp is not None and bp.threshold)
+        key = (work, c if alone else None)
         keys.setdefault(key, []).append(c)
     out = []
     for key, members in keys.items():
         seq = job[members[0]]
+        assert seq is not None
         out.append(Group(members, seq, key, hyp, g, s, Ready(bp, members[0]), keep))
     return out

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ane_kdma.contract import MAX_CORES, Task
+from ane_kdma.contract import Task
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_ADDR_MASK
+from ane_kdma.hw import LINE_ADDR_MASK, MAX_CORES
 from ane_kdma.hypotheses import Geometry
 from ane_kdma.profile import Settings
 
@@ -58,7 +58,9 @@ class ModelResult:
         return self.cycles - self.fresh
 
 
-def job_of(workload_cores: Sequence[Sequence[Task] | None], line_bytes: int = 64) -> list:
+def job_of(
+    workload_cores: Sequence[Sequence[Task] | None], line_bytes: int = 64
+) -> list[list[tuple[int, int]] | None]:
     """A job from per-core task lists (contract tasks or the TB's CoreTask)."""
     return [
         None

@@ -49,9 +49,10 @@ class Ready:
     """Answers 'first cycle >= c in which a core may drain' (reseeded at each idle start)."""
 
     def __init__(self, bp: Backpressure | None, core: int) -> None:
-        self.always = bp is None or bp.threshold == 0
-        if self.always:
+        self.always = True
+        if bp is None or bp.threshold == 0:
             return
+        self.always = False
         _, index = _lfsr_cycle()
         self.dist = _ready_table(bp.threshold)
         self.n = len(self.dist)

@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
-from ane_kdma.cyclemodel.group import (
-    _FIELDS,
-    _HASH_B,
-    _HASH_M,
-    _NEVER,
-    _RING_LONG,
-    Group,
-    ring_lines,
-)
+from ane_kdma.cyclemodel.bucket import Arbiter
+from ane_kdma.cyclemodel.governor import NEVER
+from ane_kdma.cyclemodel.group import RING_LONG, Group, ring_lines
+from ane_kdma.cyclemodel.lines import COLUMNS, moved
 from ane_kdma.hw import RATE_ONE
 
+HASH_M = (1 << 61) - 1  # the period search's rolling hash (a hit is then checked exactly)
+HASH_B = 1_000_003
 
-class Shortcuts:
-    """The engine's exact shortcuts (mixed into :class:`~ane_kdma.cyclemodel.engine.Engine`)."""
+
+class Shortcuts(Arbiter):
+    """The engine's exact shortcuts (see :class:`~ane_kdma.cyclemodel.engine.Engine`)."""
 
     kmem: int
-    ncores: int
-    big_r: int
-    bank: int
-    last: int
-    rr: int
     groups: list[Group]
-
-    def table(self, members: list[int]) -> list[int]:
-        raise NotImplementedError
 
     def try_shadow(self) -> bool | None:
         """Step one leader for every issuing group, if they are shifted copies of it.
@@ -53,11 +44,11 @@ class Shortcuts:
             x = fols[0].x
             if lead.refused >= x or any(f.x != x or f.q < 1 or f.refused >= f.x for f in fols):
                 return None
-            base = lead.G[(x - 1) & lead.mask]
+            base = lead.ring.grant[(x - 1) & lead.ring.mask]
             deltas = [f.g_prev - base for f in fols]
             if lead.x - x >= self.kmem or min(deltas) < 0:
                 return False
-            if x < lead.x and lead.G[x & lead.mask] + min(deltas) <= self.last:
+            if x < lead.x and lead.ring.grant[x & lead.ring.mask] + min(deltas) <= self.last:
                 return False  # (cannot happen: a follower's next line is not in the past)
             if not all(f.same_state(lead, d) for f, d in zip(fols, deltas, strict=True)):
                 return False
@@ -70,16 +61,17 @@ class Shortcuts:
         sync = fols[0].x - 1 if fols else lead.x - 1  # the line the followers last granted
         nf = len(fols)
         ys = [f.x for f in fols]  # each follower's next line
-        zbase = [f.zero - lead.ZR[sync & lead.mask] for f in fols]
+        zbase = [f.zero - lead.ring.zero[sync & lead.ring.mask] for f in fols]
         sizes = [len(f.members) for f in fols]
         tabs = [self.table(f.members) for f in fols]
         m_lead, tab_lead = len(lead.members), self.table(lead.members)
         # the leader's in-flight peak since the followers' line, and its line hashes
         lead.lo = lead.low  # (its ring grows when the period search needs it)
         lo, entry = lead.lo, lead.x
-        G, D, PO, CL, PK, SG = lead.G, lead.D, lead.PO, lead.CL, lead.PK, lead.SG
-        AB, RR = lead.AB, lead.RR
-        mask = lead.mask
+        ring = lead.ring
+        G, D, PO, CL, PK, SG = ring.grant, ring.drain, ring.pop, ring.demand, ring.peak, ring.sig
+        AB, RR = ring.agg, ring.rr
+        mask = ring.mask
         PK[sync & mask] = 0
         for z in range(sync + 1, lead.x):
             gz = G[z & mask]
@@ -92,11 +84,10 @@ class Shortcuts:
             SG[i] = hash((G[i] - G[(z - 1) & mask], D[i] - G[i], PO[i] - G[i], CL[i]))
         hwin = kmem  # the hash covers the KMem lines the state can see
         h = self._hash(lead, lead.x - 1)
-        b_top = pow(_HASH_B, hwin, _HASH_M)
-        seen: dict[tuple, tuple[int, int]] = {}
-        warm = lead.warm_end
+        b_top = pow(HASH_B, hwin, HASH_M)
+        seen: dict[tuple[object, ...], tuple[int, int]] = {}
         one, big_r, ncores = RATE_ONE, self.big_r, self.ncores
-        nxt = [G[y & mask] + dl if y < lead.x else _NEVER for y, dl in zip(ys, deltas, strict=True)]
+        nxt = [G[y & mask] + dl if y < lead.x else NEVER for y, dl in zip(ys, deltas, strict=True)]
         bank, last, rr = self.bank, self.last, self.rr
         groups = [(0, m_lead, tab_lead)] + list(zip(deltas, sizes, tabs, strict=True))
         token_try = 0
@@ -104,7 +95,7 @@ class Shortcuts:
         n_end = first + lead.n  # the line after the task's last
         while True:
             xl = lead.x
-            e = lead.earliest() if xl < n_end else _NEVER
+            e = lead.earliest() if xl < n_end else NEVER
             if nf:  # the followers' grants before cycle e, in time order, through the bucket
                 t = min(nxt)
                 while t < e:
@@ -123,9 +114,9 @@ class Shortcuts:
                     for k in range(nf):
                         if nxt[k] == t:
                             y = ys[k] = ys[k] + 1
-                            nxt[k] = G[y & mask] + deltas[k] if y < xl else _NEVER
+                            nxt[k] = G[y & mask] + deltas[k] if y < xl else NEVER
                     t = min(nxt)
-            if e == _NEVER:
+            if e == NEVER:
                 break
             # cycle e: the leader and any follower due then (or in step with it)
             ports, key = m_lead, tab_lead[rr]
@@ -149,7 +140,7 @@ class Shortcuts:
                 y = ys[k]
                 if nxt[k] == e or (y == xl and deltas[k] == 0):  # granted with the leader
                     ys[k] = y = y + 1
-                nxt[k] = G[y & mask] + deltas[k] if y <= xl else _NEVER
+                nxt[k] = G[y & mask] + deltas[k] if y <= xl else NEVER
             # the leader's line xl: its peak, the aggregate after it, its hash
             i = xl & mask
             inflight, pk = lead.inflight, PK[(xl - 1) & mask]
@@ -158,7 +149,7 @@ class Shortcuts:
             sg = hash((e - G[(xl - 1) & mask], D[i] - e, PO[i] - e, CL[i]))
             SG[i] = sg
             old = xl - hwin
-            h = (h * _HASH_B + sg - (SG[old & mask] if old >= lo else 0) * b_top) % _HASH_M
+            h = (h * HASH_B + sg - (SG[old & mask] if old >= lo else 0) * b_top) % HASH_M
             if xl >= token_try:
                 self.bank, self.last, self.rr = bank, last, rr
                 if self._token_jump(lead, ys, nxt, deltas, groups):
@@ -170,14 +161,15 @@ class Shortcuts:
                 token_try = xl + kmem
             q = xl - first  # this line's index in the task
             lag = xl - min(ys) if nf else 0
-            if old <= lo or q >= horizon or xl < warm or lag >= kmem:
+            if old <= lo or q >= horizon or not lead.settled(xl) or lag >= kmem:
                 continue
-            if lead.cap < _RING_LONG and xl - entry > lead.cap // 2:
+            if ring.cap < RING_LONG and xl - entry > ring.cap // 2:
                 # no period within half the ring: hold a long one (the dict's lines stay)
-                lead._ring(_RING_LONG, lo)
-                G, D, PO, CL, PK, SG = lead.G, lead.D, lead.PO, lead.CL, lead.PK, lead.SG
-                AB, RR = lead.AB, lead.RR
-                mask, lo = lead.mask, lead.lo
+                lead.resize(RING_LONG, lo)
+                ring = lead.ring
+                G, D, PO, CL = ring.grant, ring.drain, ring.pop, ring.demand
+                PK, SG, AB, RR = ring.peak, ring.sig, ring.agg, ring.rr
+                mask, lo = ring.mask, lead.lo
             lags = (xl - ys[0]) if nf == 1 else tuple(xl - y for y in ys) if nf else 0
             state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags)
             hit = seen.get(state)
@@ -189,7 +181,7 @@ class Shortcuts:
                     lo, entry = lead.lo, lead.x
                     h = self._hash(lead, lead.x - 1)
                     continue
-            elif len(seen) >= _RING_LONG - 4 * kmem:
+            elif len(seen) >= RING_LONG - 4 * kmem:
                 seen.clear()  # a period longer than the ring holds: not searched
             seen[state] = (xl, lead.zero)
         self.bank, self.last, self.rr = bank, last, rr
@@ -222,27 +214,28 @@ class Shortcuts:
         gov, lat = lead.gov, lead.lat
         r = gov.rate
         x = lead.x - 1  # the leader's last line
-        lines = lead.horizon - lead.q  # lines x + 1 .. x + lines keep the credit pattern
-        if r < gov.rmax:
-            lines = min(lines, (gov.count // gov.step + 1) * gov.step - 1 - gov.count)
+        lines = lead.steady_lines()  # lines x + 1 .. x + lines keep the arithmetic
         lag = x + 1 - min(ys) if ys else 0
         keep = kmem + 2 + lag
         first = x - kmem + 1
-        if lines <= keep or lag >= kmem or first < max(lead.task_first, lead.warm_end, lead.low):
+        if lines <= keep or lag >= kmem or not lead.settled(first) or first < lead.low:
             return False
         g0, tok0 = lead.g_prev, lead.tok_after
 
         def at(n: np.ndarray) -> np.ndarray:
             return g0 - ((tok0 - n * one) // r)
 
+        def at1(n: int) -> int:
+            return g0 - ((tok0 - n * one) // r)
+
         # the window the gates can see was paced by the bucket alone
-        z = np.arange(first, x + 1, dtype=np.int64)
-        w = z & lead.mask
-        grants = lead.view("G")[w]
+        zs = np.arange(first, x + 1, dtype=np.int64)
+        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
+        grants = seen["grant"]
         if not (
-            np.array_equal(grants, at(z - x))
-            and np.array_equal(lead.view("PO")[w], grants + lat)
-            and np.array_equal(lead.view("D")[w], grants + lat + 1)
+            np.array_equal(grants, at(zs - x))
+            and np.array_equal(seen["pop"], grants + lat)
+            and np.array_equal(seen["drain"], grants + lat + 1)
         ):
             return False
         # no gate can bind: the nearest line each one looks back to, in lines
@@ -257,62 +250,39 @@ class Shortcuts:
             reach = min(reach, int((tiled[lead.window :] - tiled[: -lead.window]).min()))
         if reach * one // r < lat + 2:
             return False
-        # the aggregate bucket over two periods of the pattern: refusals, and its period
+        # the aggregate bucket over the pattern's period (two if the first differs): refusals
         unit = np.gcd(r, one)
         p_lines, p_cycles = r // unit, one // unit
-        end = g0 + 2 * p_cycles
-        times, ports, bits = [], [], []
-        for k, (delta, size, _tab) in enumerate(groups):
-            n0 = 1 if k == 0 else ys[k - 1] - x
-            n = np.arange(n0, n0 + 2 * p_lines + kmem + 2, dtype=np.int64)
-            t = at(n) + delta
-            t = t[t <= end]
-            times.append(t)
-            ports.append(np.full(t.size, size, dtype=np.int64))
-            bits.append(np.full(t.size, 1 << k, dtype=np.int64))
-        t_all = np.concatenate(times)
-        order = np.argsort(t_all, kind="stable")
-        t_all = t_all[order]
-        starts = np.flatnonzero(np.diff(t_all, prepend=t_all[0] - 1))
-        ev_t = t_all[starts]
-        ev_ports = np.add.reduceat(np.concatenate(ports)[order], starts)
-        ev_bits = np.bitwise_or.reduceat(np.concatenate(bits)[order], starts)
-        big_r = self.big_r
-        gap = np.diff(ev_t, prepend=self.last)
-        step = gap * big_r - ev_ports * one
-        top = np.minimum(one, one + big_r - ev_ports * one)
-        run = np.cumsum(step)
-        banks = run + np.minimum(self.bank, np.minimum.accumulate(top - run))
-        before = np.concatenate(([self.bank], banks[:-1]))
-        if np.any(ev_ports * one > np.minimum(before + (gap - 1) * big_r, one) + big_r):
+        start = (self.bank, self.rr)
+        # what the bucket sees, relative to cycle g0 (sweep points that differ only in their
+        # size meet the same few patterns: the analysis is memoised on this key)
+        key = (
+            tok0,
+            r,
+            tuple((dl, size, tuple(tab)) for dl, size, tab in groups),
+            tuple(y - x for y in ys),
+            self.last - g0,
+            self.bank,
+            self.rr,
+            self.big_r,
+            self.ncores,
+            kmem,
+        )
+        base = 0  # the bucket's state is periodic from the first period on, or the second
+        rel = _bucket(*key, periods=1)
+        if rel is None:
             return False
-        # the round-robin pointer, event by event (one period, or two if the first differs)
-        kinds, which = np.unique(ev_bits, return_inverse=True)
-        ncores = self.ncores
-        moves = []
-        for b in kinds.tolist():
-            tabs = [groups[k][2] for k in range(len(groups)) if b >> k & 1]
-            moves.append([(v + max(t[v] for t in tabs) + 1) % ncores for v in range(ncores)])
-        ends = np.searchsorted(ev_t, [g0 + p_cycles, end], side="right")
-        rrs: list[int] = []
-        rr = self.rr
-        for k in which[: ends[0]].tolist():
-            rr = moves[k][rr]
-            rrs.append(rr)
-
-        def state(c: int) -> tuple[int, int]:  # the bucket after every event up to cycle c
-            i = int(np.searchsorted(ev_t, c, side="right")) - 1
-            return (self.bank, self.rr) if i < 0 else (int(banks[i]), rrs[i])
-
-        base = 0
-        if state(g0 + p_cycles) != (self.bank, self.rr):
-            for k in which[ends[0] : ends[1]].tolist():
-                rr = moves[k][rr]
-                rrs.append(rr)
+        if rel(p_cycles) != start:
             base = 1
-            if state(end) != state(g0 + p_cycles):
+            rel = _bucket(*key, periods=2)
+            if rel is None or rel(2 * p_cycles) != rel(p_cycles):
                 return False
-        t_land = int(at(np.int64(lines)))
+
+        def state(c: int) -> tuple[int, int]:  # the bucket after the events up to cycle c
+            assert rel is not None
+            return rel(c - g0)
+
+        t_land = at1(lines)
         if t_land > g0 + (base + 1) * p_cycles:
             t_land = g0 + base * p_cycles + (t_land - g0 - base * p_cycles) % p_cycles
         bank, rr = state(t_land)
@@ -320,7 +290,7 @@ class Shortcuts:
         zero_lines = pat == 0
         dz = 0
         if zero_lines.all():
-            dz = int(at(np.int64(lines)) - g0)
+            dz = at1(lines) - g0
         elif zero_lines.any():
             reps = np.arange(0, lines // period + 1, dtype=np.int64) * period
             j = 0
@@ -340,63 +310,51 @@ class Shortcuts:
         n = np.arange(1, span + 1, dtype=np.int64)
         past = at(np.arange(1 - kmem, span + 1, dtype=np.int64))
         inflight = n + kmem - np.searchsorted(past, at(n) - lat, side="right")
-        peak = max(int(inflight.max()), int(lead.PK[x & lead.mask]))
+        peak = max(int(inflight.max()), int(lead.ring.peak[x & lead.ring.mask]))
         # land on line x + lines: its window, from the closed form
         t_n = np.arange(lines - keep + 1, lines + 1, dtype=np.int64)
         tg = at(t_n)
         last = x + lines
-        w = (t_n + x) & lead.mask
         cls = np.asarray(demand[(t_n - 1) % period], dtype=np.int64)
         inc = np.where(zero_lines[(t_n - 1) % period], tg - at(t_n - 1), 0)
         zr = lead.zero + dz - (inc.sum() - np.cumsum(inc))
         cols = {
-            "G": tg,
-            "D": tg + lat + 1,
-            "PO": tg + lat,
-            "CL": cls,
-            "TK": tok0 + r * (tg - g0) - t_n * one,
-            "RT": np.full(t_n.size, r),
-            "CN": gov.count + t_n,
-            "ZR": zr,
-            "PK": np.full(t_n.size, peak),
-            "SG": np.zeros(t_n.size, dtype=np.int64),
-            "AB": np.zeros(t_n.size, dtype=np.int64),
-            "RR": np.zeros(t_n.size, dtype=np.int64),
+            "grant": tg,
+            "drain": tg + lat + 1,
+            "pop": tg + lat,
+            "demand": cls,
+            "bank": tok0 + r * (tg - g0) - t_n * one,
+            "rate": np.full(t_n.size, r),
+            "count": gov.count + t_n,
+            "zero": zr,
+            "peak": np.full(t_n.size, peak),
+            "sig": np.zeros(t_n.size, dtype=np.int64),  # (hashed below)
+            "agg": np.zeros(t_n.size, dtype=np.int64),  # (the leader's latest only: not read)
+            "rr": np.zeros(t_n.size, dtype=np.int64),
         }
-        for f, v in cols.items():
-            lead.view(f)[w] = v
+        assert set(cols) == set(COLUMNS), "the closed form gives every column of the ring"
+        lead.ring.put(t_n + x, cols)
         if lead.keep is not None:
             every = at(np.arange(1, lines + 1, dtype=np.int64))
             lead.keep[0].extend(every.tolist())
             lead.keep[1].extend((every + lat + 1).tolist())
         lead.lo = last - keep + 1
+        G, CL, SG, mask = lead.ring.grant, lead.ring.demand, lead.ring.sig, lead.ring.mask
         for z in range(lead.lo + 1, last + 1):
-            i, h = z & lead.mask, (z - 1) & lead.mask
-            lead.SG[i] = hash((lead.G[i] - lead.G[h], lat + 1, lat, lead.CL[i]))
-        i = last & lead.mask
-        lead.x, lead.q = last + 1, lead.q + lines
-        lead.g_prev, lead.d_prev, lead.pop_prev = lead.G[i], lead.D[i], lead.PO[i]
-        lead.last_grant_in_task = lead.g_prev
-        lead.tok_after, gov.count = lead.TK[i], lead.CN[i]
-        lead.zero, lead.peak = lead.ZR[i], max(lead.peak, peak)
-        pops, dr = cols["PO"], cols["D"]
-        lead.pend = deque(pops[pops > lead.g_prev].tolist())
-        lead.inflight = len(lead.pend)
-        lead.dd = deque(dr[cls == 1].tolist(), maxlen=kmem)
+            iz, hz = z & mask, (z - 1) & mask
+            SG[iz] = hash((G[iz] - G[hz], lat + 1, lat, CL[iz]))
+        lead.x = last + 1
+        lead.land()
+        lead.peak = max(lead.peak, peak)
         self.bank, self.rr, self.last = bank, rr, lead.g_prev
-        for k, dl in enumerate(deltas):  # each follower: its first line not yet due
-            y = last + 1
-            while y - 1 > lead.lo and lead.G[(y - 1) & lead.mask] + dl > lead.g_prev:
-                y -= 1
-            ys[k] = y
-            nxt[k] = lead.G[y & lead.mask] + dl if y <= last else _NEVER
+        _due(lead, lead.lo, ys, nxt, deltas)
         return True
 
     def _hash(self, lead: Group, x: int) -> int:
         """The rolling hash of the leader's lines x - KMem + 1..x (lines below its ring: 0)."""
-        h = 0
+        h, ring = 0, lead.ring
         for z in range(x - self.kmem + 1, x + 1):
-            h = (h * _HASH_B + (lead.SG[z & lead.mask] if z >= lead.lo else 0)) % _HASH_M
+            h = (h * HASH_B + (ring.sig[z & ring.mask] if z >= lead.lo else 0)) % HASH_M
         return h
 
     def _unshadow(
@@ -406,8 +364,8 @@ class Shortcuts:
         for f, y, delta, zb in zip(fols, ys, deltas, zbase, strict=True):
             f.follow(lead, y, delta, zb)
         short = ring_lines(self.kmem)
-        if lead.cap > short:
-            lead._ring(short, lead.lo)
+        if lead.ring.cap > short:
+            lead.resize(short, lead.lo)
 
     def _jump(
         self,
@@ -428,37 +386,24 @@ class Shortcuts:
         """
         x0, zero0 = hit
         x1 = lead.x - 1
-        period, mask = x1 - x0, lead.mask
+        ring = lead.ring
+        period, mask = x1 - x0, ring.mask
         keep = self.kmem + 2 + lag  # lines of the ring a state needs: the window, the lags
-        if x0 - keep < lead.low or period + keep + 1 >= lead.cap:
+        if x0 - keep < lead.low or period + keep + 1 >= ring.cap:
             return False
         z = np.arange(x0 - keep + 1, x0 + 1, dtype=np.int64)
-        a, b = z & mask, (z + period) & mask
-        span = lead.G[x1 & mask] - lead.G[x0 & mask]
-        for f in ("G", "D", "PO", "CL"):
-            v = lead.view(f)
-            if not np.array_equal(v[b] - v[a], np.full(z.size, span if f != "CL" else 0)):
-                return False
-        # how many more lines: while the credit pattern and the governor's rate hold
-        more = lead.horizon - 1 - (x1 - lead.task_first)
-        gov = lead.gov
-        if gov.rate < gov.rmax:
-            more = min(more, (gov.count // gov.step + 1) * gov.step - 1 - gov.count)
+        span = ring.grant[x1 & mask] - ring.grant[x0 & mask]
+        if not ring.matches(z, ring, z + period, span):
+            return False
+        more = lead.steady_lines()  # how many more lines: while the arithmetic holds
         if more < keep:
             return False
         m, r = divmod(more, period)
         s = x0 + r  # the line whose state, m + 1 periods on, is the target's
         gain, dt, dz = (m + 1) * period, (m + 1) * span, (m + 1) * (lead.zero - zero0)
         src = np.arange(s - keep + 1, s + 1, dtype=np.int64)
-        si, di = src & mask, (src + gain) & mask
-        moved = {f: lead.view(f)[si] for f in _FIELDS}  # (copies, before any is overwritten)
-        for f in ("G", "D", "PO"):
-            moved[f] += dt
-        moved["ZR"] += dz
-        moved["CN"] += gain
-        moved["PK"][:] = lead.PK[x1 & mask]  # the in-flight values repeat: no new peak
-        for f in _FIELDS:
-            lead.view(f)[di] = moved[f]
+        # the in-flight values repeat: no new peak
+        ring.put(src + gain, moved(ring.get(src, COLUMNS), dt, gain, dz, ring.peak[x1 & mask]))
         if lead.keep is not None:
             for lst in lead.keep:
                 seg = lst[x0 + 1 : x1 + 1]
@@ -466,25 +411,123 @@ class Shortcuts:
                     lst.extend(v + k * span for v in seg)
                 lst.extend(v + (m + 1) * span for v in seg[:r])
         t = s + gain
-        i = t & mask
         lead.lo = t - keep + 1
         lead.x = t + 1
-        lead.q = lead.x - lead.task_first
-        lead.g_prev, lead.d_prev, lead.pop_prev = lead.G[i], lead.D[i], lead.PO[i]
-        lead.last_grant_in_task = lead.g_prev
-        lead.tok_after = lead.TK[i]
-        gov.rate, gov.count = lead.RT[i], lead.CN[i]
-        lead.zero = lead.ZR[i]
-        w = np.arange(t - self.kmem + 1, t + 1, dtype=np.int64) & mask
-        po, d, cl = lead.view("PO")[w], lead.view("D")[w], lead.view("CL")[w]
-        lead.pend = deque(po[po > lead.g_prev].tolist())
-        lead.inflight = len(lead.pend)
-        lead.dd = deque(d[cl == 1].tolist(), maxlen=lead.kmem)
-        self.bank, self.rr, self.last = lead.AB[i], lead.RR[i], lead.g_prev
-        for k, dl in enumerate(deltas):  # each follower: its first line not yet due
-            y = t + 1
-            while y - 1 > t - keep + 1 and lead.G[(y - 1) & mask] + dl > lead.g_prev:
-                y -= 1
-            ys[k] = y
-            nxt[k] = lead.G[y & mask] + dl if y <= t else _NEVER
+        lead.land()
+        i = t & mask
+        self.bank, self.rr, self.last = ring.agg[i], ring.rr[i], lead.g_prev
+        _due(lead, lead.lo, ys, nxt, deltas)
         return True
+
+
+def _due(lead: Group, lo: int, ys: list[int], nxt: list[int], deltas: list[int]) -> None:
+    """After the leader jumped to line x - 1: each follower's first line not yet due, and when."""
+    t, ring = lead.x - 1, lead.ring
+    G, mask = ring.grant, ring.mask
+    for k, dl in enumerate(deltas):
+        y = t + 1
+        while y - 1 > lo and G[(y - 1) & mask] + dl > lead.g_prev:
+            y -= 1
+        ys[k] = y
+        nxt[k] = G[y & mask] + dl if y <= t else NEVER
+
+
+def _pointer(
+    moves: np.ndarray, which: np.ndarray, rr: int, block: int = 32
+) -> Callable[[int], int]:
+    """The round-robin pointer after event i of a sequence of events (event i moves it by
+    moves[which[i]]; the last row of moves is the identity), for a few queried i.
+
+    The pointer has only as many states as ports, so the moves of each block of
+    events compose into one map, all blocks at once; a query walks the blocks'
+    maps, then the events of its own block.
+    """
+    n = moves.shape[1]
+    blocks = -(-which.size // block)
+    flat = np.full(blocks * block, moves.shape[0] - 1, dtype=np.int64)
+    flat[: which.size] = which
+    padded = flat.reshape(blocks, block)
+    comp = np.tile(np.arange(n, dtype=np.int64), (blocks, 1))
+    for j in range(block):
+        comp = moves[padded[:, j][:, None], comp]
+    maps, steps = comp.tolist(), moves.tolist()
+    starts = [rr]  # the pointer before each block
+    for m in maps:
+        starts.append(m[starts[-1]])
+
+    def after(i: int) -> int:
+        b = i // block
+        p = starts[b]
+        for k in padded[b, : i - b * block + 1].tolist():
+            p = steps[k][p]
+        return p
+
+    return after
+
+
+@lru_cache(maxsize=8)
+def _bucket(
+    tok0: int,
+    r: int,
+    groups: tuple[tuple[int, int, tuple[int, ...]], ...],
+    n0s: tuple[int, ...],
+    last: int,
+    bank: int,
+    rr: int,
+    big_r: int,
+    ncores: int,
+    kmem: int,
+    periods: int,
+) -> Callable[[int], tuple[int, int]] | None:
+    """The aggregate bucket under the token form, for `periods` of its periods from cycle 0.
+
+    The leader's line x + n is granted in cycle -((tok0 - n * one) // r), each
+    follower's delta later from its line x + n0 on; the bucket held `bank` at
+    the start of cycle last + 1 (last <= 0) and its pointer stood at `rr`.
+    None if it refuses a line; else its (bank, pointer) after the events up
+    to any cycle c of those periods.
+    """
+    one = RATE_ONE
+    unit = np.gcd(r, one)
+    p_lines, end = r // unit, periods * (one // unit)
+    times, ports, bits = [], [], []
+    for k, (delta, size, _tab) in enumerate(groups):
+        n0 = 1 if k == 0 else n0s[k - 1]
+        n = np.arange(n0, n0 + periods * p_lines + kmem + 2, dtype=np.int64)
+        t = -((tok0 - n * one) // r) + delta
+        t = t[t <= end]
+        times.append(t)
+        ports.append(np.full(t.size, size, dtype=np.int64))
+        bits.append(np.full(t.size, 1 << k, dtype=np.int64))
+    t_all = np.concatenate(times)
+    order = np.argsort(t_all, kind="stable")
+    t_all = t_all[order]
+    starts = np.flatnonzero(np.diff(t_all, prepend=t_all[0] - 1))
+    ev_t = t_all[starts]
+    ev_ports = np.add.reduceat(np.concatenate(ports)[order], starts)
+    ev_bits = np.bitwise_or.reduceat(np.concatenate(bits)[order], starts)
+    gap = np.diff(ev_t, prepend=last)
+    step = gap * big_r - ev_ports * one
+    top = np.minimum(one, one + big_r - ev_ports * one)
+    run = np.cumsum(step)
+    banks = run + np.minimum(bank, np.minimum.accumulate(top - run))
+    before = np.concatenate(([bank], banks[:-1]))
+    if np.any(ev_ports * one > np.minimum(before + (gap - 1) * big_r, one) + big_r):
+        return None
+    # the round-robin pointer: each event moves it by which groups ask (its kind)
+    if len(groups) <= 4:
+        kinds, which = np.arange(1 << len(groups)), ev_bits
+    else:
+        kinds, which = np.unique(ev_bits, return_inverse=True)
+    moves = np.empty((kinds.size + 1, ncores), dtype=np.int64)
+    for row, b in enumerate(kinds.tolist()):
+        tabs = [groups[k][2] for k in range(len(groups)) if b >> k & 1] or [(-1,) * ncores]
+        moves[row] = [(v + max(t[v] for t in tabs) + 1) % ncores for v in range(ncores)]
+    moves[-1] = np.arange(ncores)  # (no event: the padding of the last block)
+    pointer = _pointer(moves, which, rr)
+
+    def state(c: int) -> tuple[int, int]:
+        i = int(np.searchsorted(ev_t, c, side="right")) - 1
+        return (bank, rr) if i < 0 else (int(banks[i]), pointer(i))
+
+    return state

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ane_kdma.cyclemodel.dwindow import DemandWindow
+from ane_kdma.cyclemodel.governor import Governor
 from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job, ModelResult, check, top_cycles
 from ane_kdma.cyclemodel.ready import Ready
 from ane_kdma.hw import RATE_ONE
@@ -19,6 +21,8 @@ class _CoreRegs:
     """kdma_core's registers, the ring's issued count and the memory port, for one core."""
 
     queue: list[tuple[int, int]]  # tasks not yet accepted
+    gov: Governor  # the issue-rate governor's registers
+    dwin: DemandWindow  # the starved-line counter (the demand window that grows)
     base: int = 0
     lines: int = 0
     issued: int = 0
@@ -32,13 +36,13 @@ class _CoreRegs:
     cycles: int = 0
     zero: int = 0
     tok: int = RATE_ONE
-    rate: int = 0  # the governor's rate register (set from the settings at reset)
-    step_cnt: int = 0  # lines granted since its last step
     warm: int = 0  # lines granted since the request started (memory warm-up)
     gap: int = 0  # cycles the current task still holds its first request back
     spec_out: int = 0  # speculative lines requested and not drained
-    classes: deque = field(default_factory=deque)  # spec bit of every line in the core, in order
-    pops: deque = field(default_factory=deque)
+    classes: deque[bool] = field(
+        default_factory=deque
+    )  # spec bit of every line in the core, in order
+    pops: deque[int] = field(default_factory=deque)
     grants: list[int] = field(default_factory=list)
     drains: list[int] = field(default_factory=list)
 
@@ -62,11 +66,8 @@ def simulate(
     lat = max(s.latency, 1)
     ncores = len(job)
     en = [seq is not None for seq in job]
-    regs = [_CoreRegs(list(seq or [])) for seq in job]
+    regs = [_CoreRegs(list(seq or []), Governor(s), DemandWindow(s)) for seq in job]
     split = hyp.paths == "split"
-    gov_start = s.ramp_start_q16 if s.ramp else s.core_rate_q16
-    for k in regs:
-        k.rate = s.core_rate_q16  # the governor's reset value
     ready = [Ready(backpressure, c) for c in range(ncores)]
     prev_q = [False] * ncores
     cur_q = [False] * ncores
@@ -100,7 +101,8 @@ def simulate(
         for i, k in enumerate(regs):
             cred[i] = hyp.credit(geom, k.base, k.lines, k.issued)
             out = k.inflight + k.kmem
-            cap = min(s.window + cred[i], geom.kmem_lines)
+            win = s.window if cred[i] else k.dwin.window()  # a starved line: its window
+            cap = min(win + cred[i], geom.kmem_lines)
             spec[i] = split and cred[i] > 0
             if split and not spec[i]:  # the demand path: demand lines against the window
                 room = out - k.spec_out < cap and out < geom.kmem_lines
@@ -108,7 +110,9 @@ def simulate(
                 room = out < cap
             valid[i] = k.cur_busy and k.issued != k.lines and room and k.gap == 0
         eligible = [
-            valid[i] and regs[i].tok + regs[i].rate >= one and len(regs[i].pops) < geom.kmem_lines
+            valid[i]
+            and regs[i].tok + regs[i].gov.rate >= one
+            and len(regs[i].pops) < geom.kmem_lines
             for i in range(ncores)
         ]
         avail, spent, rr_d = agg + big_r, 0, rr
@@ -146,7 +150,7 @@ def simulate(
             k.done_q = tail_last or cur_last or (take and nxt_lines == 0)
             if k.inflight > k.peak:
                 k.peak = k.inflight
-            rate = k.rate if busy and k.rate < s.core_rate_q16 else s.core_rate_q16
+            rate = k.gov.refill(busy)
             if grant[i]:
                 k.tok = k.tok + rate - one
                 lat_i = lat + (s.warm_extra_cycles if k.warm < s.warm_lines else 0)
@@ -168,13 +172,13 @@ def simulate(
                 k.tail -= 1
             # the governor: a request starts at ramp_start, then climbs with every step of lines
             if take and not busy:
-                k.rate, k.step_cnt, k.warm = gov_start, 0, 0
-            elif grant[i] and k.rate < s.core_rate_q16:
-                if k.step_cnt == s.ramp_step_lines - 1:
-                    k.step_cnt = 0
-                    k.rate = min(k.rate + s.ramp_inc_q16, s.core_rate_q16)
-                else:
-                    k.step_cnt += 1
+                k.gov.start()
+                k.dwin.start()
+                k.warm = 0
+            elif grant[i]:
+                k.gov.granted()
+                if cred[i] == 0:
+                    k.dwin.granted()
             if take:
                 if k.cur_busy and not cur_last:
                     k.tail = k.lines - k.consumed - int(cur_drain)

@@ -1,0 +1,68 @@
+"""The demand window that grows (issue 16), written once for the reference and the recurrence.
+
+A starved line (credit 0: the demand path of the paged reading, or a line of
+a task with no credit in the one-path readings) may go only while fewer than
+the demand window of such lines are outstanding. kdma_core counts the starved
+lines granted since the request started (a task taken while the core is
+idle). The window starts each request at ``dwin_start_lines`` and gains one
+line every ``dwin_step_lines`` starved lines, up to the demand window
+``window``; off (``dwin_start_lines`` 0, or at or above the window), it is the
+window from the first line. Lines with credit keep ``window + credit``: the
+speculative path, and so the nominal stream, never sees it.
+
+Why (docs/fidelity.md): the starved stream's cost is affine in the size with
+a larger fixed part than the nominal stream's. A demand path that widens its
+outstanding-read budget one tag at a time gives exactly that: the first
+starved lines of a request pay for the narrow window once, then the stream
+runs at the full window.
+"""
+
+from __future__ import annotations
+
+from ane_kdma.cyclemodel.governor import NEVER
+from ane_kdma.profile import Settings
+
+
+class DemandWindow:
+    """The starved-line counter of one core and the demand window it gives."""
+
+    __slots__ = ("on", "full", "start_lines", "step", "until", "starved")
+
+    def __init__(self, s: Settings) -> None:
+        self.on = s.dwin
+        self.full = s.window
+        self.start_lines = s.dwin_start_lines
+        self.step = s.dwin_step_lines
+        self.until = s.dwin_lines()  # starved lines before the window is full (0: off)
+        self.starved = 0  # starved lines granted in this request (held at `until`)
+
+    def copy(self) -> DemandWindow:
+        twin = DemandWindow.__new__(DemandWindow)
+        for k in DemandWindow.__slots__:
+            setattr(twin, k, getattr(self, k))
+        return twin
+
+    def start(self) -> None:
+        """A request starts (a task taken while the core is idle): the counter clears."""
+        self.starved = 0
+
+    def window(self) -> int:
+        """The window a starved line sees now."""
+        if self.starved >= self.until:
+            return self.full
+        return self.start_lines + self.starved // self.step
+
+    def granted(self, lines: int = 1) -> None:
+        """`lines` more starved lines granted in this request (the counter saturates)."""
+        if self.starved < self.until:
+            self.starved = min(self.starved + lines, self.until)
+
+    def grown(self) -> bool:
+        """True once the window is full for the rest of the request (always, when off)."""
+        return self.starved >= self.until
+
+    def lines_at_window(self) -> int:
+        """Starved lines still granted at this window before it grows (NEVER once full)."""
+        if self.grown():
+            return NEVER
+        return self.step - self.starved % self.step
