@@ -8,14 +8,20 @@ loader every command shares, with one line naming the field.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ane_kdma import chip as chips
+from ane_kdma import cyclemodel as cm
+from ane_kdma import hypotheses as hyps
 from ane_kdma.cli import main
+from ane_kdma.hw import RATE_ONE
 
 M3 = chips.chips_dir() / "m3"
 URL = "https://eiln.github.io/posts/ane-dma.html"
@@ -127,3 +133,94 @@ def test_a_row_without_its_field_is_one_line(
     err = out.err.strip().splitlines()
     assert out.out == "" and len(err) == 1 and err[0].startswith("ane-kdma: "), err
     assert field in err[0], err
+
+
+# ---------------------------------------------------------------- the demand window that grows
+
+
+def _dwin_settings(rng: random.Random, agg: int) -> cm.Settings:
+    """Random settings with the demand window growing (and, half the time, the governor)."""
+    rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
+    window = rng.randrange(2, 200)
+    kw: dict[str, int] = {}
+    if rng.random() < 0.5:
+        kw.update(
+            ramp_start_q16=rng.randrange(1, rate + 1),
+            ramp_step_lines=rng.randrange(1, 300),
+            ramp_inc_q16=rng.randrange(1, 8000),
+        )
+    return cm.Settings(
+        latency=rng.randrange(1, 300),
+        window=window,
+        core_rate_q16=rate,
+        agg_rate_q16=agg,
+        dwin_start_lines=rng.randrange(1, window),
+        dwin_step_lines=rng.randrange(1, 60),
+        **kw,
+    )
+
+
+def _counters(r: cm.ModelResult) -> list:
+    return [
+        (r.cycles, r.cycles_o, r.accepts, r.fresh),
+        *[
+            None if c is None else (c.cycles, c.zero_credit_cycles, c.peak_inflight, c.issued)
+            for c in r.cores
+        ],
+    ]
+
+
+GEOM = chips.load("m3").geometry
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_demand_window_recurrence_is_the_reference(seed: int) -> None:
+    """The recurrence (with and without its shortcuts) against the register-stepped reference:
+    every counter and every line's grant and drain, on random jobs with the window growing."""
+    rng = random.Random(20261601 + seed)
+    hyp = rng.choice(list(hyps.registry()))
+    cores = rng.randrange(1, 4)
+    s = _dwin_settings(rng, rng.choice([RATE_ONE, 2 * RATE_ONE, 20 * RATE_ONE]))
+    tasks = rng.randrange(1, 4)
+    ring = GEOM.ring_lines
+    sizes = [
+        rng.choice([ring, ring - rng.randrange(1, 300), ring + rng.randrange(1, 300), 700])
+        for _ in range(tasks)
+    ]
+    job = [[(rng.randrange(0, 1 << 20), n) for n in sizes] for _ in range(cores)]
+    ref = cm.simulate(hyp, GEOM, s, job)
+    for skip in (True, False):
+        got = cm.run(hyp, GEOM, s, job, keep_lines=True, skip=skip)
+        assert _counters(got) == _counters(ref), (hyp.name, s, sizes, skip)
+        for a, b in zip(got.cores, ref.cores, strict=True):
+            assert a is not None and b is not None
+            assert np.array_equal(a.grants, b.grants) and np.array_equal(a.drains, b.drains)
+
+
+def test_demand_window_off_changes_nothing() -> None:
+    """At or above the window, or 0, the mechanism is off: the cycles are the plain window's."""
+    hyp = hyps.get("paged")
+    base = cm.Settings(latency=200, window=40, core_rate_q16=RATE_ONE // 2, agg_rate_q16=RATE_ONE)
+    job = [[(0, GEOM.ring_lines + 32)], [(0, GEOM.ring_lines + 32)]]
+    want = _counters(cm.run(hyp, GEOM, base, job))
+    for start in (0, 40):
+        s = replace(base, dwin_start_lines=start, dwin_step_lines=7)
+        assert not s.dwin and _counters(cm.run(hyp, GEOM, s, job)) == want
+
+
+def test_demand_window_is_paid_once_per_request() -> None:
+    """At the notch every line is starved: the growth costs the same fixed time at every lap
+    (the affine shape of Table B), and nothing at full credit (the chunked column)."""
+    hyp = hyps.get("paged")
+    base = cm.Settings(latency=300, window=64, core_rate_q16=RATE_ONE // 2, agg_rate_q16=RATE_ONE)
+    grow = replace(base, dwin_start_lines=48, dwin_step_lines=100)
+    ring = GEOM.ring_lines
+    extra = []
+    for k in (1, 2, 4):
+        plain = cm.run(hyp, GEOM, base, [[(0, k * ring)]]).cycles
+        extra.append(cm.run(hyp, GEOM, grow, [[(0, k * ring)]]).cycles - plain)
+    # 16 window steps of 100 starved lines at 48..63 lines per round trip of 302 cycles
+    fluid = sum(100 * 302 * (1 / w - 1 / 64) for w in range(48, 64))
+    assert extra[0] == extra[1] == extra[2] and abs(extra[0] - fluid) <= 302, (extra, fluid)
+    chunked = [[(0, ring // 2), (ring // 2, ring // 2)]]  # full credit on every line
+    assert cm.run(hyp, GEOM, grow, chunked).cycles == cm.run(hyp, GEOM, base, chunked).cycles

@@ -31,18 +31,22 @@ AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-l
 MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
 MAX_WARM_LINES = (1 << 20) - 1
 MAX_TASK_GAP_CYCLES = (1 << 16) - 1
+MAX_DWIN_STEP_LINES = (1 << 20) - 1  # the demand window's step counter is 20 bits
 
 
 @dataclass(frozen=True)
 class Settings:
     """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle).
 
-    The last six are the rate mechanisms (all off by default). The issue-rate
+    The last eight are the rate mechanisms (all off by default). The issue-rate
     governor starts each request at ``ramp_start_q16`` lines per cycle and adds
     ``ramp_inc_q16`` every ``ramp_step_lines`` cycles up to the core rate (0:
     no ramp). The memory warm-up gives the first ``warm_lines`` lines of a
     request ``warm_extra_cycles`` more latency. The per-task cost holds each
-    task's first request back ``task_gap_cycles`` cycles.
+    task's first request back ``task_gap_cycles`` cycles. The demand window
+    that grows (docs/fidelity.md) gives a request's starved lines (credit 0) a
+    window of ``dwin_start_lines`` that gains one line every
+    ``dwin_step_lines`` starved lines, up to ``window`` (0: off).
     """
 
     latency: int
@@ -55,10 +59,33 @@ class Settings:
     warm_lines: int = 0
     warm_extra_cycles: int = 0
     task_gap_cycles: int = 0
+    dwin_start_lines: int = 0
+    dwin_step_lines: int = 1
 
     @property
     def ramp(self) -> bool:
         return 0 < self.ramp_start_q16 < self.core_rate_q16
+
+    @property
+    def dwin(self) -> bool:
+        """The demand window grows (issue 16): a starved request starts below the window."""
+        return 0 < self.dwin_start_lines < self.window
+
+    def demand_window(self, starved: int) -> int:
+        """The window a line with credit 0 sees after `starved` such lines of its request.
+
+        It starts at ``dwin_start_lines`` and gains one line every
+        ``dwin_step_lines`` starved lines, up to ``window`` (off: ``window``).
+        """
+        if not self.dwin:
+            return self.window
+        return min(self.window, self.dwin_start_lines + starved // self.dwin_step_lines)
+
+    def dwin_lines(self) -> int:
+        """Starved lines of a request before its demand window is the full window (0: off)."""
+        if not self.dwin:
+            return 0
+        return (self.window - self.dwin_start_lines) * self.dwin_step_lines
 
     def __post_init__(self) -> None:
         if not 1 <= self.latency <= MAX_LATENCY_CYCLES:
@@ -89,6 +116,15 @@ class Settings:
             raise InputError(
                 f"task gap {self.task_gap_cycles} cycles outside 0..{MAX_TASK_GAP_CYCLES}"
             )
+        if not 0 <= self.dwin_start_lines <= self.window:
+            raise InputError(
+                f"demand window start {self.dwin_start_lines} lines outside 0..{self.window} "
+                "(the window)"
+            )
+        if not 1 <= self.dwin_step_lines <= MAX_DWIN_STEP_LINES:
+            raise InputError(
+                f"demand window step {self.dwin_step_lines} lines outside 1..{MAX_DWIN_STEP_LINES}"
+            )
 
     def check(self, kmem_lines: int) -> Settings:
         """The window must fit the chip's KMem (the RTL's window port is that wide)."""
@@ -115,6 +151,8 @@ class Profile:
     warm_lines: int = 0  # the memory warm-up
     warm_extra_cycles: int = 0
     task_gap_cycles: int = 0  # the per-task cost
+    dwin_start_lines: int = 0  # the demand window that grows (0: off)
+    dwin_step_lines: int = 1
 
     def mechanism_inputs(self) -> dict[str, int]:
         """The run-time inputs of the rate mechanisms, as Settings takes them."""
@@ -125,6 +163,8 @@ class Profile:
             "warm_lines": self.warm_lines,
             "warm_extra_cycles": self.warm_extra_cycles,
             "task_gap_cycles": self.task_gap_cycles,
+            "dwin_start_lines": self.dwin_start_lines,
+            "dwin_step_lines": self.dwin_step_lines,
         }
 
     def us(self, cycles: float) -> float:
@@ -154,6 +194,8 @@ class Profile:
             warm_lines=_opt_int(doc, "warm_lines", 0, 0, MAX_WARM_LINES),
             warm_extra_cycles=_opt_int(doc, "warm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
             task_gap_cycles=_opt_int(doc, "task_gap_cycles", 0, 0, MAX_TASK_GAP_CYCLES),
+            dwin_start_lines=_opt_int(doc, "dwin_start_lines", 0, 0, 1 << 20),
+            dwin_step_lines=_opt_int(doc, "dwin_step_lines", 1, 1, MAX_DWIN_STEP_LINES),
         )
         off = {f.name: f.default for f in fields(cls)}  # every mechanism's inputs: off
         own = mechs.get(prof.mechanism).inputs
