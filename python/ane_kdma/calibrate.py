@@ -46,7 +46,7 @@ import numpy as np
 from ane_kdma import analytic, contract, progress, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
-from ane_kdma.chip import Chip
+from ane_kdma.chip import MEASURED_DIR, Chip, chips_dir
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE
@@ -628,6 +628,14 @@ def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[
     return rank(chip, cals)
 
 
+def _measured_dir(chip: Chip) -> str:
+    """Where the figures came from: data/chips/<name>/measured for a bundled chip, else the
+    folder itself (a chip given as --chip DIR)."""
+    if chip.path.resolve().parent == chips_dir().resolve():
+        return f"data/chips/{chip.path.name}/{MEASURED_DIR}"
+    return str(chip.path / MEASURED_DIR)
+
+
 def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements) -> Profile:
     """The profile with notes written from the chip's own data (nothing chip-specific here)."""
     p = cal.profile
@@ -637,7 +645,7 @@ def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements)
     mech = mechs.get(p.mechanism)
     notes = {
         "status": "fitted by `ane-kdma calibrate` (deterministic); regenerate, do not hand-edit",
-        "source": f"measurements: data/chips/{chip.path.name}/measured ("
+        "source": f"measurements: {_measured_dir(chip)} ("
         + "; ".join(sorted({s.cite() for s in cited}))
         + ")",
         "hand_set": (
