@@ -161,8 +161,12 @@ def _conv(x, w, b, strides, pad, dilations) -> np.ndarray:
     return out if b is None else out + b[None, :, None, None]
 
 
-def run_numpy(prog, feeds: dict[str, np.ndarray], function: str = "main") -> list[np.ndarray]:
-    """The program's outputs for `feeds`, in float64 (the ops patch and these tests use)."""
+def run_numpy(
+    prog, feeds: dict[str, np.ndarray], function: str = "main", known: dict | None = None
+) -> list[np.ndarray]:
+    """The program's outputs for `feeds`, in float64 (the ops patch and these tests use);
+    `known` holds compressed weights already decompressed, by op name."""
+    known = known or {}
     fn = prog.functions[function]
     env: dict[str, np.ndarray] = {v.name: np.asarray(feeds[k], float) for k, v in fn.inputs.items()}
 
@@ -183,7 +187,8 @@ def run_numpy(prog, feeds: dict[str, np.ndarray], function: str = "main") -> lis
             env[out[0].name] = np.asarray(v, float) if isinstance(v, np.ndarray) else v
             continue
         if t.startswith("constexpr_"):  # a compressed weight, decompressed by coremltools
-            env[out[0].name] = np.asarray(op.materialized_val_inference(), float)
+            dense = known[op.name] if op.name in known else op.materialized_val_inference()
+            env[out[0].name] = np.asarray(dense, float)
             continue
         if t == "conv":
             pad = (
@@ -416,3 +421,24 @@ def test_missing_extra_is_one_line(
 ) -> None:
     monkeypatch.setitem(sys.modules, "coremltools", None)  # import fails as if not installed
     _one_line(capsys, ["patch", str(tmp_path), "--dry-run"], NEEDS)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 6])
+def test_sub_byte_packing_matches_the_bit_order_coremltools_reads(bits: int) -> None:
+    """Elements packed low bit first, byte by byte (what coremltools' blob reader unpacks; the
+    compressed-model tests read every packed slice back through it); slices re-pack alike."""
+    from ane_kdma.patch import blobs
+
+    rng = np.random.default_rng(RNG_SEED + bits)
+    for n in (1, 7, 8, 9, 1001):
+        v = rng.integers(0, 1 << bits, n).astype(np.uint8)
+        raw, pad = blobs.pack(v, bits)
+        flat = ((v[:, None] >> np.arange(bits, dtype=np.uint8)) & 1).reshape(-1)
+        assert raw == np.packbits(flat.astype(np.uint8), bitorder="little").tobytes()
+        assert pad == (-n * bits) % 8 and np.array_equal(blobs.unpack(raw, bits, n), v)
+    m = rng.integers(0, 1 << bits, (6, 10)).astype(np.uint8)
+    raw, _ = blobs.pack(m, bits)
+    for dim, (a, b) in ((0, (2, 5)), (1, (3, 10))):
+        part, _ = blobs.slice_bytes(raw, m.shape, bits, dim, a, b)
+        want = m[2:5] if dim == 0 else m[:, 3:10]
+        assert part == blobs.pack(want, bits)[0]

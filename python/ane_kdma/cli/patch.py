@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
                 f"shared: {c['weight']} is also read by {', '.join(c['shared_with'])[:80]}, so it "
                 f"stays stored whole too ({c['stored_bytes']} bytes duplicated; --skip it to avoid)"
             )
-    for s in doc["skipped"]:
+    skipped = doc["skipped"]
+    assert isinstance(skipped, list)
+    for s in skipped:
         print(f"left alone: {s['op']} ({s['op_type']}): {s['reason']}")
     if args.dry_run:
         d = doc["decode_us"]

@@ -103,6 +103,13 @@ def unpack(raw: bytes, bits: int, count: int) -> np.ndarray:
     if bits >= 8:
         raise ValueError("unpack is for sub-byte types")
     u = np.frombuffer(raw, dtype=np.uint8)
+    if 8 % bits == 0:  # 1, 2, 4 bits: whole elements per byte, by shifts (no bit array)
+        per, mask = 8 // bits, (1 << bits) - 1
+        n = -(-count // per)
+        out = np.empty((n, per), dtype=np.uint8)
+        for j in range(per):
+            out[:, j] = (u[:n] >> (j * bits)) & mask
+        return out.reshape(-1)[:count]
     flat = np.unpackbits(u, bitorder="little")[: count * bits]
     weights = (1 << np.arange(bits, dtype=np.uint8)).astype(np.uint8)
     return (flat.reshape(count, bits) * weights).sum(axis=1, dtype=np.uint8)
@@ -111,6 +118,16 @@ def unpack(raw: bytes, bits: int, count: int) -> np.ndarray:
 def pack(values: np.ndarray, bits: int) -> tuple[bytes, int]:
     """The inverse of `unpack`; also the padding bits in the last byte."""
     v = np.ascontiguousarray(values, dtype=np.uint8).reshape(-1)
+    if 8 % bits == 0:
+        per = 8 // bits
+        pad = (-len(v) * bits) % 8
+        padded = np.zeros(-(-len(v) // per) * per, dtype=np.uint8)
+        padded[: len(v)] = v
+        lanes = padded.reshape(-1, per)
+        packed = np.zeros(len(lanes), dtype=np.uint8)
+        for j in range(per):
+            packed |= (lanes[:, j] << (j * bits)).astype(np.uint8)
+        return packed.tobytes(), pad
     flat = ((v[:, None] >> np.arange(bits, dtype=np.uint8)) & 1).astype(np.uint8).reshape(-1)
     pad = (-len(flat)) % 8
     return np.packbits(flat, bitorder="little").tobytes(), pad
@@ -184,7 +201,10 @@ class Writer:
         return self.add((src.path, b.record), b.dtype, b.size, b.padding_bits, fill)
 
     def put(self, key: object, dtype: int, raw: bytes, pad: int) -> int:
-        return self.add(key, dtype, len(raw), pad, lambda: self.fh.write(raw))
+        def fill() -> None:
+            self.fh.write(raw)
+
+        return self.add(key, dtype, len(raw), pad, fill)
 
     def finish(self) -> None:
         self._align()

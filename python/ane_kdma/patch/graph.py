@@ -52,11 +52,11 @@ def pb() -> Any:
         logger.setLevel(logging.CRITICAL)
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                import coremltools  # noqa: F401  (the package, so a missing extra fails here)
+                import coremltools  # type: ignore[import-untyped]  # noqa: F401
         finally:
             logger.setLevel(level)
-    import coremltools  # noqa: F401
-    from coremltools.proto import MIL_pb2, Model_pb2
+    import coremltools  # type: ignore[import-untyped]  # noqa: F401
+    from coremltools.proto import MIL_pb2, Model_pb2  # type: ignore[import-untyped]
 
     return MIL_pb2, Model_pb2
 
@@ -332,7 +332,10 @@ def _lut(fn: Fn, op: Any, dense: tuple[int, ...]) -> Form:
         )
     if lut.shape[-1] != 1:
         raise _Unsplittable(f"vector palettization (vector size {lut.shape[-1]})")
-    blocks = {"indices": [1] * len(dense), "lut": _blocks(dense, lut.shape, "lut")}
+    blocks: dict[str, list[int | None]] = {
+        "indices": [1] * len(dense),
+        "lut": _blocks(dense, lut.shape, "lut"),
+    }
     return Form(op.type, op, dense, [idx, lut], blocks, "indices")
 
 
@@ -342,10 +345,11 @@ def _shift_scale(fn: Fn, op: Any, dense: tuple[int, ...]) -> Form:
         raise InputError(f"data {data.shape} but output {dense}")
     if len(scale.shape) != len(dense):
         raise InputError(f"scale {scale.shape} for a rank-{len(dense)} weight")
-    params, blocks = (
-        [data, scale],
-        {"data": [1] * len(dense), "scale": _blocks(dense, scale.shape, "scale")},
-    )
+    params = [data, scale]
+    blocks: dict[str, list[int | None]] = {
+        "data": [1] * len(dense),
+        "scale": _blocks(dense, scale.shape, "scale"),
+    }
     off = _param(fn, op, "offset")
     if off is not None:
         off = _need(fn, op, "offset")
@@ -365,7 +369,8 @@ def _affine(fn: Fn, op: Any, dense: tuple[int, ...]) -> Form:
     )
     axis = int(axis_v[0]) if axis_v else 0
     axis = axis + len(dense) if axis < 0 else axis
-    params, blocks = [data], {"quantized_data": [1] * len(dense)}
+    params = [data]
+    blocks: dict[str, list[int | None]] = {"quantized_data": [1] * len(dense)}
     for key in ("zero_point", "scale"):
         p = _need(fn, op, key)
         if p.shape in ((), (1,)):
