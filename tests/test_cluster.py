@@ -231,18 +231,18 @@ def _killer(address: str, killed: list[int]) -> Callable[[str], None]:
     return kill
 
 
-def test_a_killed_worker_costs_nothing(doomed: Any) -> None:
-    h = hyps.get("signed")
-    loads = _loads()
-    here = contract.run_many("model", h, CHIP, loads, jobs=1)
+def test_a_killed_worker_costs_nothing(doomed: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Dask runs the dead worker's chunk again: every row, in order, and nothing on stderr."""
+    argv = ["erratum", "--laps", "6", "--cores", "3", "--json"]
+    s1, here, _ = _cli([*argv, "--jobs", "1"], capsys)
     killed: list[int] = []
     address = doomed.scheduler_address
-    with contract.options(scheduler=address):
-        t = _when_busy(doomed, _killer(address, killed))
-        there = contract.run_many("model", h, CHIP, loads)
-        t.join(5)
+    t = _when_busy(doomed, _killer(address, killed))
+    s2, there, err = _cli([*argv, "--scheduler", address], capsys)
+    t.join(5)
     assert killed, "no worker was busy long enough to be killed"
-    assert there == here  # every result, in order
+    assert s1 == s2 == 0 and err == ""
+    assert json.loads(there) == json.loads(here) and len(json.loads(here)["rows"]) == 6
 
 
 def test_a_worker_that_keeps_dying_stops_the_command_in_one_line(
@@ -401,3 +401,16 @@ def test_without_the_cluster_extra_one_line(
     status, out, err = _cli(["validate", "--scheduler", "tcp://127.0.0.1:8786"], capsys)
     assert status == 2 and out == ""
     assert "pip install 'ane-kdma[cluster]'" in _one_line(err)
+
+
+def test_a_harness_cache_that_cannot_be_written_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ane_kdma.engines import verilator as vb
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(vb.CACHE_ENV, str(tmp_path / "file" / "below"))
+    with pytest.raises(InputError, match=vb.CACHE_ENV):
+        vb.cache_root()
+    monkeypatch.setenv(vb.CACHE_ENV, str(tmp_path / "shared"))
+    assert vb.cache_root() == tmp_path / "shared" and (tmp_path / "shared").is_dir()
