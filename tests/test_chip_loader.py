@@ -361,6 +361,7 @@ def test_the_profile_names_its_reading() -> None:
     with pytest.raises(TypeError, match="hypothesis"):
         profile.Profile(p.name, 8.0, 0.0, 100, 48, 1 << 15, p.ceiling_gbps)  # type: ignore[call-arg]
     assert profile.Profile(p.name, 8.0, 0.0, 100, 48, 1 << 15, p.ceiling_gbps, "signed").hypothesis
+    assert not hasattr(hyps, "DEFAULT_BUGGY")  # no reading kept aside as the default
 
 
 def test_the_one_geometry_and_the_one_source_parser() -> None:

@@ -209,9 +209,6 @@ REGISTRY: tuple[Hypothesis, ...] = (
 #: by :meth:`ane_kdma.chip.Chip.variant` (a second chip may name another)
 BUGGY = "buggy"
 FIXED = "fixed"
-#: Deprecated, for the two callers (calibrate's warm-up fit, validate's tie-break) being moved
-#: off it in their own change; nothing here resolves "buggy" with it. Goes with them.
-DEFAULT_BUGGY = "paged"
 
 
 def registry() -> tuple[Hypothesis, ...]:
