@@ -139,7 +139,8 @@ def test_a_row_without_its_field_is_one_line(
 
 
 def _dwin_settings(rng: random.Random, agg: int) -> cm.Settings:
-    """Random settings with the demand window growing (and, half the time, the governor)."""
+    """Random settings with the demand window growing or the demand path warming up, or both
+    (and, half the time, the governor)."""
     rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
     window = rng.randrange(2, 200)
     kw: dict[str, int] = {}
@@ -149,13 +150,15 @@ def _dwin_settings(rng: random.Random, agg: int) -> cm.Settings:
             ramp_step_lines=rng.randrange(1, 300),
             ramp_inc_q16=rng.randrange(1, 8000),
         )
+    if rng.random() < 0.7:  # the demand window that grows
+        kw.update(dwin_start_lines=rng.randrange(1, window), dwin_step_lines=rng.randrange(1, 60))
+    if "dwin_start_lines" not in kw or rng.random() < 0.4:  # the demand path's warm-up
+        kw.update(dwarm_lines=rng.randrange(1, 3000), dwarm_extra_cycles=rng.randrange(1, 200))
     return cm.Settings(
         latency=rng.randrange(1, 300),
         window=window,
         core_rate_q16=rate,
         agg_rate_q16=agg,
-        dwin_start_lines=rng.randrange(1, window),
-        dwin_step_lines=rng.randrange(1, 60),
         **kw,
     )
 
@@ -173,15 +176,16 @@ def _counters(r: cm.ModelResult) -> list:
 GEOM = chips.load("m3").geometry
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_demand_window_recurrence_is_the_reference(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(10))
+def test_starved_mechanisms_recurrence_is_the_reference(seed: int) -> None:
     """The recurrence (with and without its shortcuts) against the register-stepped reference:
-    every counter and every line's grant and drain, on random jobs with the window growing."""
+    every counter and every line's grant and drain, on random jobs with the demand window
+    growing and the demand path warming up."""
     rng = random.Random(20261601 + seed)
     hyp = rng.choice(list(hyps.registry()))
     cores = rng.randrange(1, 4)
     s = _dwin_settings(rng, rng.choice([RATE_ONE, 2 * RATE_ONE, 20 * RATE_ONE]))
-    tasks = rng.randrange(1, 4)
+    tasks = rng.randrange(1, 3)
     ring = GEOM.ring_lines
     sizes = [
         rng.choice([ring, ring - rng.randrange(1, 300), ring + rng.randrange(1, 300), 700])
@@ -224,3 +228,19 @@ def test_demand_window_is_paid_once_per_request() -> None:
     assert extra[0] == extra[1] == extra[2] and abs(extra[0] - fluid) <= 302, (extra, fluid)
     chunked = [[(0, ring // 2), (ring // 2, ring // 2)]]  # full credit on every line
     assert cm.run(hyp, GEOM, grow, chunked).cycles == cm.run(hyp, GEOM, base, chunked).cycles
+
+
+def test_demand_warmup_is_paid_once_per_request() -> None:
+    """The warm-up's first starved lines pop later: at the notch the same fixed time at every
+    lap (n lines at e cycles more per round trip of `window` lines), nothing at full credit."""
+    hyp = hyps.get("paged")
+    base = cm.Settings(latency=300, window=64, core_rate_q16=RATE_ONE // 2, agg_rate_q16=RATE_ONE)
+    warm = replace(base, dwarm_lines=6400, dwarm_extra_cycles=40)
+    ring = GEOM.ring_lines
+    extra = []
+    for k in (1, 2, 4):
+        plain = cm.run(hyp, GEOM, base, [[(0, k * ring)]]).cycles
+        extra.append(cm.run(hyp, GEOM, warm, [[(0, k * ring)]]).cycles - plain)
+    assert extra[0] == extra[1] == extra[2] and abs(extra[0] - 6400 // 64 * 40) <= 40, extra
+    chunked = [[(0, ring // 2), (ring // 2, ring // 2)]]
+    assert cm.run(hyp, GEOM, warm, chunked).cycles == cm.run(hyp, GEOM, base, chunked).cycles

@@ -38,7 +38,7 @@ MAX_DWIN_STEP_LINES = (1 << 20) - 1  # the demand window's step counter is 20 bi
 class Settings:
     """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle).
 
-    The last eight are the rate mechanisms (all off by default). The issue-rate
+    The last ten are the rate mechanisms (all off by default). The issue-rate
     governor starts each request at ``ramp_start_q16`` lines per cycle and adds
     ``ramp_inc_q16`` every ``ramp_step_lines`` cycles up to the core rate (0:
     no ramp). The memory warm-up gives the first ``warm_lines`` lines of a
@@ -46,7 +46,9 @@ class Settings:
     task's first request back ``task_gap_cycles`` cycles. The demand window
     that grows (docs/fidelity.md) gives a request's starved lines (credit 0) a
     window of ``dwin_start_lines`` that gains one line every
-    ``dwin_step_lines`` starved lines, up to ``window`` (0: off).
+    ``dwin_step_lines`` starved lines, up to ``window`` (0: off). The demand
+    path's warm-up gives a request's first ``dwarm_lines`` starved lines
+    ``dwarm_extra_cycles`` more latency.
     """
 
     latency: int
@@ -61,6 +63,8 @@ class Settings:
     task_gap_cycles: int = 0
     dwin_start_lines: int = 0
     dwin_step_lines: int = 1
+    dwarm_lines: int = 0
+    dwarm_extra_cycles: int = 0
 
     @property
     def ramp(self) -> bool:
@@ -80,6 +84,11 @@ class Settings:
         if not self.dwin:
             return self.window
         return min(self.window, self.dwin_start_lines + starved // self.dwin_step_lines)
+
+    @property
+    def dwarm(self) -> bool:
+        """The demand path warms up (issue 16): a request's first starved lines are slower."""
+        return self.dwarm_lines > 0 and self.dwarm_extra_cycles > 0
 
     def dwin_lines(self) -> int:
         """Starved lines of a request before its demand window is the full window (0: off)."""
@@ -125,6 +134,14 @@ class Settings:
             raise InputError(
                 f"demand window step {self.dwin_step_lines} lines outside 1..{MAX_DWIN_STEP_LINES}"
             )
+        if not 0 <= self.dwarm_lines <= MAX_WARM_LINES:
+            raise InputError(
+                f"demand warm-up of {self.dwarm_lines} lines outside 0..{MAX_WARM_LINES}"
+            )
+        if not 0 <= self.dwarm_extra_cycles <= MAX_LATENCY_CYCLES:
+            raise InputError(
+                f"demand warm-up latency {self.dwarm_extra_cycles} outside 0..{MAX_LATENCY_CYCLES}"
+            )
 
     def check(self, kmem_lines: int) -> Settings:
         """The window must fit the chip's KMem (the RTL's window port is that wide)."""
@@ -153,6 +170,8 @@ class Profile:
     task_gap_cycles: int = 0  # the per-task cost
     dwin_start_lines: int = 0  # the demand window that grows (0: off)
     dwin_step_lines: int = 1
+    dwarm_lines: int = 0  # the demand path's warm-up (0: off)
+    dwarm_extra_cycles: int = 0
 
     def mechanism_inputs(self) -> dict[str, int]:
         """The run-time inputs of the rate mechanisms, as Settings takes them."""
@@ -165,6 +184,8 @@ class Profile:
             "task_gap_cycles": self.task_gap_cycles,
             "dwin_start_lines": self.dwin_start_lines,
             "dwin_step_lines": self.dwin_step_lines,
+            "dwarm_lines": self.dwarm_lines,
+            "dwarm_extra_cycles": self.dwarm_extra_cycles,
         }
 
     def us(self, cycles: float) -> float:
@@ -196,6 +217,8 @@ class Profile:
             task_gap_cycles=_opt_int(doc, "task_gap_cycles", 0, 0, MAX_TASK_GAP_CYCLES),
             dwin_start_lines=_opt_int(doc, "dwin_start_lines", 0, 0, 1 << 20),
             dwin_step_lines=_opt_int(doc, "dwin_step_lines", 1, 1, MAX_DWIN_STEP_LINES),
+            dwarm_lines=_opt_int(doc, "dwarm_lines", 0, 0, MAX_WARM_LINES),
+            dwarm_extra_cycles=_opt_int(doc, "dwarm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
         )
         off = {f.name: f.default for f in fields(cls)}  # every mechanism's inputs: off
         own = mechs.get(prof.mechanism).inputs

@@ -140,7 +140,7 @@ class Group:
         self.base = base
         self.cred_static = hyp.credit(g, base, n, 0) if hyp.static else None
         self.clo = self.chi = 0
-        if self.dwin.on:  # a page at each end shows every form's zeros (static, paged, remaining)
+        if self.dwin.until:  # a page at each end shows every form's zeros (static, paged, remaining)
             pg = g.prefetch_max_lines
             ends = np.unique(np.r_[np.arange(min(n, pg)), np.arange(max(n - pg, 0), n)])
             self.starves = bool(np.any(hyp.credit_array(g, n, ends, base) == 0))
@@ -231,14 +231,16 @@ class Group:
             cred = self.credit(q)
         gov = self.gov
         tok = self.tok_after = gov.grant(self.g_prev + 1, self.tok_after, c)
+        extra = 0
         if cred == 0:  # counted while lines remain: since the last grant (or the accept)
             self.zero += c - self.last_grant_in_task
+            extra = self.dwin.extra()  # the demand path's warm-up
             if not self.dwin.grown():
                 self.dwin.granted()
                 if self.dwin.grown():
                     self.dwin_full = x + 1
         self.last_grant_in_task = c
-        pop = c + (self.lat if x >= self.warm_end else self.lat_warm)  # the memory's warm-up
+        pop = c + (self.lat if x >= self.warm_end else self.lat_warm) + extra  # warm-ups
         if pop <= self.pop_prev:  # the port's queue pops in order
             pop = self.pop_prev + 1
         d = pop + 1

@@ -154,6 +154,7 @@ def simulate(
             if grant[i]:
                 k.tok = k.tok + rate - one
                 lat_i = lat + (s.warm_extra_cycles if k.warm < s.warm_lines else 0)
+                lat_i += k.dwin.extra() if cred[i] == 0 else 0  # the demand path's warm-up
                 k.pops.append(c + lat_i)
                 k.grants.append(c)
                 k.warm += 1
