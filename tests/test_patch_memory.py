@@ -175,13 +175,20 @@ def make_llama(
     return total
 
 
+#: the child's own peak: VmHWM is its address space's high-water mark (getrusage's ru_maxrss
+#: would also carry the forking parent's, which Linux keeps across exec)
 CHILD = """
 import json, resource, sys, time
 from ane_kdma.cli import main
 t = time.perf_counter()
 rc = main(sys.argv[1:])
-print(json.dumps({"rc": rc, "seconds": time.perf_counter() - t,
-                  "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+seconds = time.perf_counter() - t
+try:
+    with open("/proc/self/status") as fh:
+        peak = next(int(x.split()[1]) * 1024 for x in fh if x.startswith("VmHWM:"))
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"rc": rc, "seconds": seconds, "peak_bytes": peak}))
 """
 
 
