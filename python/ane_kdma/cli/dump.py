@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if to_stdout and fmt == "bin" and out is None:
         raise InputError("the binary format needs --out PATH (or --out - for stdout, redirected)")
     data = write_dump(args.d, args.n, fmt, chip)
-    if to_stdout:
+    if out is None or to_stdout:
         if fmt == "bin":
             _write_binary(data)
         else:
