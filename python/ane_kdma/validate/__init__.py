@@ -38,7 +38,6 @@ from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.profile import Profile
-from ane_kdma.schema import Doc
 from ane_kdma.validate.specs import (
     SPECS,
     Ctx,
@@ -153,18 +152,7 @@ def rank(chip: Chip, profiles: Sequence[Profile]) -> list[dict[str, object]]:
 
 def ranking(chip: Chip) -> list[dict[str, object]]:
     """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row."""
-    path = chip.path / FITS_FILE
-    if not path.is_file():
-        return []
-    doc = Doc.load(path, "fits file")
-    raw = doc.raw("fits")
-    if not isinstance(raw, list):
-        raise doc.fail("fits", "must be a list")
-    profiles = [
-        Profile.from_doc(Doc(item, f"fits[{i}]", str(path)).obj("profile"))
-        for i, item in enumerate(raw)
-    ]
-    return rank(chip, profiles)
+    return rank(chip, chip.fits)  # read and checked with the chip, by ane_kdma.chip.load
 
 
 def v_slope(
