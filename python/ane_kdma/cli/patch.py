@@ -75,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     assert isinstance(fns, list)
     where = f" in {len(fns)} functions" if len(fns) > 1 else ""
     n = doc["weights"]
+    weights = f"{n} stored weight{'' if n == 1 else 's'}"
     print(
-        f"{doc['in']}: {n} stored weight{'' if n == 1 else 's'}{where}; {verb} {len(changed)} along "
+        f"{doc['in']}: {weights}{where}; {verb} {len(changed)} along "
         f"{doc['axis']} ({doc['variant']} hardware, chip {chip.name}, {doc['engine']} engine)"
     )
     if changed:
