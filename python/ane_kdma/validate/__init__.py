@@ -290,6 +290,8 @@ def _fmt(v: float | None, unit: str) -> str:
         return f"{v:.4f}"
     if "us/line" in unit:
         return f"{v:.3f} {unit}"
+    if unit == "x":  # a ratio of two throughputs (Table B's speedup)
+        return f"{v:.2f}x"
     return f"{100 * v:+.2f}%"
 
 

@@ -798,7 +798,7 @@ def _table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                     _tol(tol),
                     abs(err) <= tol + EPS,
                     ctx.engine,
-                    _tables_bc_note(),
+                    "" if rows else _tables_bc_note(),
                 )
             )
     return rows
@@ -834,7 +834,7 @@ def _table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 _tol(tol),
                 abs(err) <= tol + EPS,
                 ctx.engine,
-                _tables_bc_note(),
+                "" if rows else _tables_bc_note(),
             )
         )
     return rows
