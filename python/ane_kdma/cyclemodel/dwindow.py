@@ -10,9 +10,9 @@ line every ``dwin_step_lines`` starved lines, up to the demand window
 window from the first line. Lines with credit keep ``window + credit``: the
 speculative path, and so the nominal stream, never sees it.
 
-The same counter drives the demand path's warm-up, the runner-up of the
-ranking: a request's first ``dwarm_lines`` starved lines pop
-``dwarm_extra_cycles`` later than the memory's latency.
+The same counter drives the demand path's warm-up, the other of the
+ranking's top two (docs/fidelity.md): a request's first ``dwarm_lines``
+starved lines pop ``dwarm_extra_cycles`` later than the memory's latency.
 
 Why (docs/fidelity.md): the starved stream's cost is affine in the size with
 a larger fixed part than the nominal stream's. A demand path that widens its
