@@ -58,6 +58,11 @@ def check_settings(s: Settings) -> None:
             "the analytic engine has no closed form for a memory warm-up or a per-task cost; "
             "use --engine model"
         )
+    if s.dwin or s.dwarm:  # issue 16's starved-stream mechanisms: the cycle model has them
+        raise InputError(
+            "the analytic engine has no closed form for the demand window or the demand "
+            "path's warm-up; use --engine model"
+        )
 
 
 def check_form(hyp: Hypothesis) -> None:
