@@ -244,3 +244,18 @@ def test_demand_warmup_is_paid_once_per_request() -> None:
     assert extra[0] == extra[1] == extra[2] and abs(extra[0] - 6400 // 64 * 40) <= 40, extra
     chunked = [[(0, ring // 2), (ring // 2, ring // 2)]]
     assert cm.run(hyp, GEOM, warm, chunked).cycles == cm.run(hyp, GEOM, base, chunked).cycles
+
+
+def test_the_analytic_engine_refuses_what_it_has_no_closed_form_for() -> None:
+    """Not silently the plain window: one line naming the engine that has them."""
+    from ane_kdma import analytic
+    from ane_kdma.errors import InputError
+
+    base = cm.Settings(latency=300, window=64, core_rate_q16=RATE_ONE // 2, agg_rate_q16=RATE_ONE)
+    for s in (
+        replace(base, dwin_start_lines=48, dwin_step_lines=100),
+        replace(base, dwarm_lines=6400, dwarm_extra_cycles=40),
+    ):
+        with pytest.raises(InputError, match="use --engine model"):
+            analytic.check_settings(s)
+    analytic.check_settings(base)  # off: the closed form holds
