@@ -241,7 +241,10 @@ def test_an_unknown_name_in_the_profile_is_refused_by_every_command(
         (_set(("fits", 1), None), ("fits[1]", "must be an object")),
         (lambda d: d["fits"].__setitem__(1, d["fits"][0]), ("fits[1]", "fitted twice")),
         (lambda d: d["fits"].append(d["fits"][0]), ("fits", "16 entries, at most 15")),
-        (_set(("fits", 2, "profile", "ceiling_gbps"), 50.0), ("fits[2]", "recalibrate")),
+        (
+            _set(("fits", 2, "profile", "ceiling_gbps"), 50.0),
+            ("fits[2].profile.ceiling_gbps", "recalibrate"),
+        ),
     ],
 )
 def test_a_bad_fits_file_is_refused_before_validate_runs(
@@ -261,7 +264,7 @@ def test_a_bad_fits_file_is_refused_before_validate_runs(
         (_set(("hypothesis",), "buggy"), ("hypothesis", "resolve it through the chip")),
         (_set(("hypothesis",), "fixed"), ("hypothesis", "the fix")),
         (_set(("mechanism",), "none"), ("ramp_start_q16", "another rate mechanism")),
-        (_set(("ns_per_cycle",), 4.0), ("profile.json", "clock is 8 ns")),
+        (_set(("ns_per_cycle",), 4.0), ("profile.json: ns_per_cycle", "clock is 8 ns")),
         (_set(("ramp_inc_q16",), 0), ("increment",)),
     ],
 )

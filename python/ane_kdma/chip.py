@@ -217,7 +217,7 @@ class Chip:
         return self.hypothesis if hyps.is_buggy_alias(name) else hyps.get(name)
 
     def with_profile(self, profile: Profile) -> Chip:
-        _check_profile(self, profile, profile.name)
+        _check_profile(self, profile, f"profile {profile.name}: ")
         chip = replace(self, fitted=profile)
         if "measured" in self.__dict__:  # the same figures: read once per folder
             chip.__dict__["measured"] = self.__dict__["measured"]
@@ -343,9 +343,9 @@ def load(name_or_dir: str | Path | None = None, profile: str | Path | None = Non
         fits=() if fileio.probe(fits_path, "fits file") is None else load_fits(fits_path),
     )
     if prof is not None:
-        _check_profile(chip, prof, str(prof_path))
+        _check_profile(chip, prof, f"{prof_path.name}: ")
     for i, fit in enumerate(chip.fits):
-        _check_profile(chip, fit, f"{fits_path}: fits[{i}]")
+        _check_profile(chip, fit, f"{FITS_FILE}: fits[{i}].profile.")
     chip.measured  # noqa: B018 (read and checked now, before any command uses the chip)
     return chip
 
@@ -358,23 +358,27 @@ def _power_of_two(doc: Doc, name: str, lo: int, hi: int) -> int:
 
 
 def _check_profile(chip: Chip, profile: Profile, where: str) -> None:
-    """A profile fitted for this chip: its ceiling and clock, and inputs the RTL can take."""
+    """A profile fitted for this chip: its ceiling and clock, and inputs the RTL can take.
+
+    `where` names the file and the profile's place in it ("profile.json: ",
+    "fits.json: fits[3].profile."), so each refusal names the file and field.
+    """
     if not math.isclose(profile.ceiling_gbps, chip.ceiling_gbps, rel_tol=1e-12):
         raise InputError(
-            f"{where}: profile fitted for a {profile.ceiling_gbps:g} GB/s ceiling, "
+            f"{where}ceiling_gbps: profile fitted for a {profile.ceiling_gbps:g} GB/s ceiling, "
             f"chip {chip.name} has {chip.ceiling_gbps:g} GB/s (recalibrate)"
         )
     if not math.isclose(profile.ns_per_cycle, chip.ns_per_cycle_hand_set, rel_tol=1e-12):
         raise InputError(
-            f"{where}: profile fitted at {profile.ns_per_cycle:g} ns per cycle, chip "
-            f"{chip.name}'s clock is {chip.ns_per_cycle_hand_set:g} ns (recalibrate)"
+            f"{where}ns_per_cycle: profile fitted at {profile.ns_per_cycle:g} ns per cycle, "
+            f"chip {chip.name}'s clock is {chip.ns_per_cycle_hand_set:g} ns (recalibrate)"
         )
     if profile.window_lines > chip.geometry.kmem_lines:
         raise InputError(
-            f"{where}: window_lines {profile.window_lines} exceeds the chip's "
+            f"{where}window_lines: {profile.window_lines} exceeds the chip's "
             f"{chip.geometry.kmem_lines}-line KMem"
         )
     try:
         replace(chip, fitted=profile).settings.check(chip.geometry.kmem_lines)
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise InputError(f"{where.rstrip(': .')}: {exc}") from None
