@@ -465,6 +465,105 @@ def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -
     return _png(fig)
 
 
+def _table_b_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str, bytes]:
+    """Table B modeled against measured (issue 16): unsplit, chunked and the speedup per size."""
+    if meas is None or meas.table_b is None or meas.table_b.n != sw.n:
+        return {}
+    tb = meas.table_b
+    lb = chip.line_bytes
+    h = hyps.get(chip.profile.hypothesis)
+    loads: list[Workload] = []
+    for r in tb.rows:
+        chunks = [tb.chunk_bytes] * (r.bytes_per_core // tb.chunk_bytes)
+        loads += [
+            Workload.from_size(r.bytes_per_core, chip.cores, 1, lb),
+            Workload.from_chunks(chunks, chip.cores, lb),
+        ]
+    res = contract.run_many(sw.engine, h, chip, loads)
+    whole = np.array([x.gbps for x in res[0::2]])
+    chunked = np.array([x.gbps for x in res[1::2]])
+    mib = np.array([r.bytes_per_core / (1 << 20) for r in tb.rows])
+    meas_cols = [
+        np.array([getattr(r, k).value for r in tb.rows]) for k in ("unsplit", "chunked", "speedup")
+    ]
+    header = [
+        "d",
+        "mib_per_core",
+        "model_unsplit_gbps",
+        "unsplit_gbps",
+        "model_chunked_gbps",
+        "chunked_gbps",
+        "model_speedup",
+        "speedup",
+    ]
+    cols = [
+        np.array([r.d for r in tb.rows]),
+        mib,
+        whole,
+        meas_cols[0],
+        chunked,
+        meas_cols[1],
+        chunked / whole,
+        meas_cols[2],
+    ]
+    fmt = ["{}", "{:g}"] + ["{:.3f}"] * 6
+    return {
+        "table_b.csv": _csv(header, cols, fmt),
+        "table_b.png": plot_table_b(chip, meas, mib, (whole, chunked, chunked / whole), sw.engine),
+    }
+
+
+def plot_table_b(
+    chip: Chip,
+    meas: Measurements,
+    mib: np.ndarray,
+    model: tuple[np.ndarray, np.ndarray, np.ndarray],
+    engine: str,
+) -> bytes:
+    """Unsplit, chunked and the speedup against MiB per core: the model, the published figures,
+    and the 3% band validate states beside each."""
+    from matplotlib.figure import Figure
+
+    tb = meas.table_b
+    assert tb is not None  # drawn only when the chip's data has Table B
+    p = chip.profile
+    fig = Figure(figsize=(13, 4.5), layout="constrained")
+    axes = fig.subplots(1, 3)
+    panels = (
+        ("unsplit (one task per core)", "GB/s", "unsplit"),
+        (f"{tb.chunk_bytes >> 10} KiB chunks", "GB/s", "chunked"),
+        ("speedup, chunked over unsplit", "x", "speedup"),
+    )
+    for ax, (title, unit, key), m in zip(axes, panels, model, strict=True):
+        measured = np.array([getattr(r, key).value for r in tb.rows])
+        ax.fill_between(
+            mib,
+            measured * 0.97,
+            measured * 1.03,
+            color="tab:green",
+            alpha=0.15,
+            label="measured +-3%",
+        )
+        ax.plot(mib, measured, "ks", mfc="none", ms=8, label="measured (Table B)")
+        ax.plot(mib, m, "o-", color="tab:red", label=f"model, {p.hypothesis} x {p.mechanism}")
+        for x, a, b in zip(mib, m, measured, strict=True):
+            ax.annotate(
+                f"{100 * (a - b) / b:+.1f}%",
+                (x, a),
+                textcoords="offset points",
+                xytext=(0, 6),
+                ha="center",
+                fontsize="x-small",
+            )
+        ax.set_title(title)
+        ax.set_xlabel(f"MiB per core (N = {tb.n}, D = 2048 per MiB)")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="x-small", loc="lower right")
+    fig.suptitle(f"Table B: modeled against measured (chip {chip.name}, {engine} engine)")
+    return _png(fig)
+
+
 def write_all(
     out: Path, sw: Sweep, sp: Spectrum, ov: Overlay, chip: Chip, meas: Measurements | None
 ) -> list[Path]:
@@ -478,5 +577,6 @@ def write_all(
         "sweep_fft.png": plot_spectrum(sp, sw),
         "notch_overlay.png": plot_overlay(ov, chip, meas),
         **_table_a_files(sw, chip, meas),
+        **_table_b_files(sw, chip, meas),
     }
     return write_set(out, files)
