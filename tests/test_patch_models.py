@@ -176,7 +176,9 @@ def _compressed(cm, path: Path, how: str, rng: np.random.Generator) -> Path:
     import coremltools.optimize.coreml as cto
 
     mb, types = cm.mb, cm.types
-    cout, cin = {"lut4": (8192, 4096), "int8_block": (4096, 4096), "int4": (8192, 4096)}.get(
+    # stored data plus LUTs or scales on a ring lap: int8 with a 16-bit scale per 32 weights
+    # streams 17/16 bytes per weight, so 4080 x 3872 (16392 lines per core)
+    cout, cin = {"lut4": (8192, 4096), "int8_block": (4080, 3872), "int4": (8192, 4096)}.get(
         how, (4096, 4096)
     )
     weight = (rng.standard_normal((cout, cin)) / 8).astype(np.float16)
@@ -251,6 +253,11 @@ def test_compressed_weights_are_cut_in_their_stored_form(compressed, axis: str) 
     (c,) = doc["changed"]
     assert c["form"] == FORMS[how] and c["axis"] == axis and c["side_bytes"] > 0
     assert c["bits"] == (4 if how in ("lut4", "int4") else 8)  # planned on the stored bits
+    # ... plus the LUTs, scales and offsets, shared out per output channel
+    cores = CHIP.cores
+    per_channel = -(-c["side_bytes"] * 8 // c["cout"])
+    groups = -(-c["cout"] // cores)
+    assert c["bytes_per_core"] == -(-groups * (c["cin"] * c["bits"] + per_channel) // 8)
     block = BLOCK.get(how, {}).get(axis, 1)
     assert all(p % block == 0 for p in c["parts"][:-1]), c["parts"]  # whole blocks
     a, b = load(src, cm).program, load(dst, cm).program

@@ -281,6 +281,7 @@ def _plan(
                 form.bits,
                 cin_block=form.block_along(t.dim_in),
                 cout_block=form.block_along(t.dim_out),
+                side_bits=-(-form.side_bytes() * 8 // t.cout),
             )
             if w not in decided:
                 decided[w] = decide(w, chip, h, engine, marginal=marginal, axis=axis)

@@ -118,9 +118,9 @@ def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Ca
     fallback: list[Candidate] = []
     axes = {"cout": (_cout, _cout_units), "cin": (_cin, _cin_units)}
     make, units_of = axes[check_axis(axis)]
-    units, step, bits = units_of(w, chip)
+    units, step, bits, per = units_of(w, chip)
     for parts in range(2, MAX_PARTS + 1):
-        near, picks = _compositions(units, parts, step, bits, chip)
+        near, picks = _compositions(units, parts, step, bits, chip, per)
         if near is not None:
             fallback.append(make(w, chip, near))
             picks = [near, *picks]
@@ -135,19 +135,33 @@ def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Ca
 # ---------------------------------------------------------------- the axes
 
 
-def _cout_units(w: Weight, chip: Chip) -> tuple[int, int, int]:
+def _cout_units(w: Weight, chip: Chip) -> tuple[int, int, int, int]:
     """Groups, a scan step of about one line, and bits per group per core."""
     bits = w.group_bits()
     step = max(1, ceil_div(8 * chip.line_bytes, bits))
     block = w.cout_block // math.gcd(w.cout_block, chip.cores)  # groups per compressed block
-    return w.groups(chip.cores), math.lcm(step, block), bits
+    return w.groups(chip.cores), math.lcm(step, block), bits, 1
 
 
-def _cin_units(w: Weight, chip: Chip) -> tuple[int, int, int]:
-    """Input channels, the fewest that make whole lines, and bits per channel per core."""
-    bits = w.channel_bits(chip.cores)
-    line_bits = 8 * chip.line_bytes
-    return w.cin, math.lcm(line_bits // math.gcd(line_bits, bits), w.cin_block), bits
+def _cin_units(w: Weight, chip: Chip) -> tuple[int, int, int, int]:
+    """Input channels, the fewest that make whole lines, bits per channel per core, and the
+    divisor of those bits (Cin when a compressed weight's side bits are shared out over it)."""
+    bits, per = _cin_bits(w, chip)
+    line_bits = 8 * chip.line_bytes * per
+    step = line_bits // math.gcd(line_bits, bits)
+    if step > w.cin // 2:  # side bits make whole lines rare: whole lines of the data alone
+        data = w.channel_bits(chip.cores)
+        step = 8 * chip.line_bytes // math.gcd(8 * chip.line_bytes, data)
+    return w.cin, math.lcm(step, w.cin_block), bits, per
+
+
+def _cin_bits(w: Weight, chip: Chip) -> tuple[int, int]:
+    """Bits per input channel per core, as a fraction (bits, per): a compressed weight's side
+    bits go with the input channels in proportion (exact for blockwise scales along Cin)."""
+    data = w.channel_bits(chip.cores)
+    if not w.side_bits:
+        return data, 1
+    return data * w.cin + w.groups(chip.cores) * w.side_bits, w.cin
 
 
 def _cout(w: Weight, chip: Chip, groups: Sequence[int]) -> Candidate:
@@ -158,8 +172,9 @@ def _cout(w: Weight, chip: Chip, groups: Sequence[int]) -> Candidate:
 
 
 def _cin(w: Weight, chip: Chip, chans: Sequence[int]) -> Candidate:
-    cb = w.channel_bits(chip.cores)
-    return Candidate("cin", tuple(chans), tuple(ceil_div(c * cb, 8) for c in chans), w.shards)
+    cb, per = _cin_bits(w, chip)
+    sizes = tuple(ceil_div(c * cb, 8 * per) for c in chans)
+    return Candidate("cin", tuple(chans), sizes, w.shards)
 
 
 def _reshards(w: Weight, chip: Chip) -> list[Candidate]:
@@ -182,14 +197,14 @@ def _reshards(w: Weight, chip: Chip) -> list[Candidate]:
 
 
 def _compositions(
-    units: int, parts: int, step: int, unit_bits: int, chip: Chip
+    units: int, parts: int, step: int, unit_bits: int, chip: Chip, per: int = 1
 ) -> tuple[tuple[int, ...] | None, list[tuple[int, ...]]]:
     """The near-equal cut of `units` into `parts`, and the cuts that clear the window.
 
     Every part but the last is a multiple of `step` units; a part of u units
-    streams ceil(u x unit_bits / line bits) lines.
+    streams ceil(u x unit_bits / (line bits x per)) lines.
     """
-    line_bits = 8 * chip.line_bytes
+    line_bits = 8 * chip.line_bytes * per
     ring, win = chip.ring_lines, window_lines(chip)
     near = None
     q, rem = divmod(units, step)

@@ -68,12 +68,19 @@ class Weight:
     #: along Cin or Cout falls on a multiple of these so that every part is an exact slice
     cin_block: int = 1
     cout_block: int = 1
+    #: a compressed weight's LUT, scale and offset bits per output channel (over all of Cin),
+    #: taken to stream with the channel's data, as the stored form is (an assumption)
+    side_bits: int = 0
 
     def __post_init__(self) -> None:
         for name in ("cin", "cout", "kh", "kw", "bits", "shards", "cin_block", "cout_block"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InputError(f"weight {name} {v!r} is not a positive integer")
+        if isinstance(self.side_bits, bool) or not isinstance(self.side_bits, int):
+            raise InputError(f"weight side_bits {self.side_bits!r} is not an integer")
+        if self.side_bits < 0:
+            raise InputError(f"weight side_bits {self.side_bits} is negative")
         if self.shards > self.cout:
             raise InputError(f"{self.shards} shards of a {self.cout}-channel Cout")
 
@@ -104,8 +111,9 @@ class Weight:
         return ceil_div(self.shard_cout, cores)
 
     def group_bits(self) -> int:
-        """Bits one core streams for one output channel: Cin x kernel area x bits."""
-        return self.cin * self.kernel * self.bits
+        """Bits one core streams for one output channel: Cin x kernel area x bits (plus its
+        LUT, scale and offset bits, for a compressed weight)."""
+        return self.cin * self.kernel * self.bits + self.side_bits
 
     def channel_bits(self, cores: int) -> int:
         """Bits one core streams for one input channel of one shard."""
