@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
         side = sum(int(c["side_bytes"]) for c in changed)
         if side:
             print(
-                f"compressed weights are planned on their stored elements; their LUTs, scales "
-                f"and offsets ({side} bytes in all) are sliced with them and not counted per core"
+                f"compressed weights are planned on what they store, their LUTs, scales and "
+                f"offsets ({side} bytes in all) streamed with their channels (an assumption)"
             )
     for c in changed:
         if c["shared_with"]:
