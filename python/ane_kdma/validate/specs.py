@@ -776,7 +776,7 @@ def _table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     tb = ctx.meas.table_b
     assert tb is not None
     tol = POINT_TOL  # every Table B figure within the point facts' 3% (issue 16)
-    rows = []
+    rows: list[Row] = []
     for r in tb.rows:
         whole, chunked = (ctx.gbps(h, w) for w in _table_b_loads(ctx, r.bytes_per_core))
         size = f"D = {r.d} ({_size(r.bytes_per_core)} per core)"
@@ -818,7 +818,7 @@ def _table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     tc = ctx.meas.table_c
     assert tc is not None
     tol = POINT_TOL
-    rows = []
+    rows: list[Row] = []
     for r in tc.rows:
         g = ctx.gbps(h, _table_c_load(ctx, r.tasks, r.lines_per_task))
         err = _rel(g, r.gbps.value)
