@@ -481,3 +481,18 @@ def test_llm_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     _fails(capsys, ["llm", "--model", "llama-3.2-1b", "--dtype", "bf16"], "unknown dtype")
     with pytest.raises(InputError):
         get_model("nope")
+
+
+def test_plan_and_llm_report_the_axis_patch_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 14: Cin partial sums unless --axis cout, said in the header and the JSON."""
+    rows = _json(capsys, ["plan", "--shape", "2048x8192", "--engine", FAST, "--json"])
+    assert rows[0]["search_axis"] == "cin" and rows[0]["axis"] == "cin"
+    argv = ["plan", "--shape", "2048x8192", "--engine", FAST, "--axis", "cout", "--json"]
+    rows = _json(capsys, argv)
+    assert rows[0]["search_axis"] == "cout" and rows[0]["axis"] == "cout"
+    doc = _json(capsys, ["llm", "--model", "llama-3.2-1b", "--engine", FAST, "--json"])
+    assert doc["axis"] == "cin" and {a["axis"] for a in doc["affected"]} == {"cin"}
+    assert main(["llm", "--model", "llama-3.2-1b", "--engine", FAST, "--scope", "mlp"]) == 0
+    assert "the patch splits mlp along cin" in capsys.readouterr().out
+    assert main(["plan", "--shape", "2048x8192", "--engine", FAST]) == 0
+    assert "cut along cin" in capsys.readouterr().out
