@@ -114,17 +114,66 @@ def _free_port() -> int:
 # ---------------------------------------------------------------- the same results
 
 
-def test_a_sweep_on_the_cluster_equals_jobs_1(address: str) -> None:
+@pytest.fixture(scope="module")
+def one_core_chip(tmp_path_factory: pytest.TempPathFactory) -> chips.Chip:
+    """The m3 with one core (its profile, two synthetic points): an rtl sweep of 1-core builds."""
+    folder = tmp_path_factory.mktemp("chips") / "c1"
+    (folder / "measured").mkdir(parents=True)
+    m3 = chips.chips_dir() / "m3"
+    doc = json.loads((m3 / "chip.json").read_text())
+    doc.update({"name": "c1", "label": "the m3 on one core (tests/test_cluster.py)", "cores": 1})
+    (folder / "chip.json").write_text(json.dumps(doc))
+    prof = json.loads((m3 / "profile.json").read_text())
+    (folder / "profile.json").write_text(json.dumps({**prof, "name": "c1"}))
+    source = {"title": "synthetic test chip", "cited_in": "tests/test_cluster.py"}
+
+    def point(d: int, x: int | None, gbps: float) -> dict[str, object]:
+        out: dict[str, object] = {
+            "d": {"value": d, "unit": "input channels (D)"},
+            "n": {"value": 4096, "unit": "output channels (N)"},
+            "throughput": {"value": gbps, "unit": "GB/s"},
+        }
+        return out if x is None else {**out, "x": {"value": x, "unit": "lines"}}
+
+    facts = {"notch_point": point(128, None, 1.0), "shoulder_point": point(126, -256, 3.0)}
+    (folder / "measured" / "point_facts.json").write_text(
+        json.dumps({"dataset": "point_facts", "source": source, "facts": facts})
+    )
+    return chips.load(str(folder))
+
+
+@pytest.mark.parametrize("engine", ["model", "rtl"])
+def test_a_sweep_on_the_cluster_equals_jobs_1(
+    engine: str, address: str, one_core_chip: chips.Chip
+) -> None:
+    """model: the m3's 16 cores; rtl: one core (a build per hypothesis, on each side)."""
+    chip = CHIP if engine == "model" else one_core_chip
+    if engine == "rtl":
+        _need_rtl()
     with contract.options(jobs=1):
-        here = sw.compute_sweep(CHIP, *SWEEP, "model")
+        here = sw.compute_sweep(chip, *SWEEP, engine)
     with contract.options(scheduler=address) as opts:
         assert opts.cluster is not None and opts.cluster.width() == 2
-        there = sw.compute_sweep(CHIP, *SWEEP, "model")
+        there = sw.compute_sweep(chip, *SWEEP, engine)
     assert here.d.size == there.d.size == 8
     assert set(here.time_us) == set(there.time_us) == {h.name for h in hyps.registry()}
     for name in here.time_us:
         assert np.array_equal(here.time_us[name], there.time_us[name]), name
         assert np.array_equal(here.gbps[name], there.gbps[name]), name
+    if engine == "rtl":  # and the exact engines agree
+        with contract.options(jobs=1):
+            model = sw.compute_sweep(chip, *SWEEP, "model")
+        for name in here.time_us:
+            assert np.array_equal(here.time_us[name], model.time_us[name]), name
+
+
+def _need_rtl() -> None:
+    from ane_kdma.engines import verilator as vb
+
+    try:
+        vb.toolchain()
+    except vb.HarnessBuildError as exc:
+        pytest.skip(str(exc))
 
 
 def test_the_rtl_engine_on_workers_that_build_their_own_harness(
@@ -133,10 +182,7 @@ def test_the_rtl_engine_on_workers_that_build_their_own_harness(
     """A tiny workload set on 1 and 3 cores: the workers' first call builds into their cache."""
     from ane_kdma.engines import verilator as vb
 
-    try:
-        vb.toolchain()
-    except vb.HarnessBuildError as exc:
-        pytest.skip(str(exc))
+    _need_rtl()
     h = hyps.get(hyps.FIXED)
     loads = [w for w in _loads() if len(w.cores) == 1][:6]
     here = contract.run_many("rtl", h, CHIP, loads, jobs=1)
