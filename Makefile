@@ -59,6 +59,7 @@ waves: $(SIM_ENV)
 lint: $(SIM_ENV) $(VENV)/.extra-dev
 	$(PYTEST) -q tb/test_lint.py
 	$(VENV)/bin/ruff check python tests tb tools
+	$(VENV)/bin/mypy  # python/ane_kdma, configured in pyproject.toml [tool.mypy]
 
 # Deliberate one-line RTL bugs; every one must be caught (not part of CI).
 mutants: $(TEST_ENV)

@@ -105,7 +105,8 @@ def phases(s: Settings) -> list[tuple[int, int]]:
     """The governor's rate steps: (first line of the request it applies to, rate Q.16)."""
     if not s.ramp:
         return [(0, s.core_rate_q16)]
-    out, r, i = [], s.ramp_start_q16, 0
+    out: list[tuple[int, int]] = []
+    r, i = s.ramp_start_q16, 0
     while r < s.core_rate_q16 and len(out) < MAX_PHASES:
         out.append((i, r))
         i += s.ramp_step_lines
@@ -321,7 +322,9 @@ def _page_pattern(g: Geometry, s: Settings, credit: int) -> tuple[tuple[int, ...
 
     fixed_c = Hypothesis("page-sim", None, None, True, "paged", False, scalar, vec, paths="split")
     n = SIM_PAGES * page
-    grants = cm.run(fixed_c, g, s, [[(0, n)]], keep_lines=True).cores[0].grants
+    core = cm.run(fixed_c, g, s, [[(0, n)]], keep_lines=True).cores[0]
+    assert core is not None and core.grants is not None  # one active core, lines kept
+    grants = core.grants
     half = n // 2
     for q in range(1, SIM_PAGES // 4 + 1):
         lag = q * page

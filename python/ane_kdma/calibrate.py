@@ -129,7 +129,7 @@ class Calibration:
     rate_lines_per_cycle: float
     confirmed: dict[str, object] = field(default_factory=dict)
     # validate's judgement of this fit on its own profile (validate.standing), once ranked
-    standing: dict[str, object] | None = None
+    standing: validate.Standing | None = None
 
     @property
     def ok(self) -> bool:
@@ -339,6 +339,7 @@ def _search(chip: Chip, prob: Problem, mech: mechs.Mechanism, window: int) -> Kn
         val = f(x)
         if val < best_val:
             best, best_val = x, val
+    assert best is not None  # every start gives a finite objective
     return knobs(best)
 
 
@@ -347,19 +348,18 @@ def _search(chip: Chip, prob: Problem, mech: mechs.Mechanism, window: int) -> Kn
 
 def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) -> Profile:
     rate = max(1, min(RATE_ONE, round(k.rate * RATE_ONE)))
-    inputs: dict[str, int] = {}
+    ramp_start, ramp_step, ramp_inc, task_gap = 0, 1, 0, 0  # Profile's "off" values
     if mech.steps and k.start < 1.0:
         start = max(1, round(rate * k.start))
         if start < rate:
             steps = mech.steps
-            inputs = {
-                "ramp_start_q16": start,
-                "ramp_step_lines": max(1, round(k.ramp_lines / steps)),
-                "ramp_inc_q16": max(1, -(-(rate - start) // steps)),
-            }
+            ramp_start = start
+            ramp_step = max(1, round(k.ramp_lines / steps))
+            ramp_inc = max(1, -(-(rate - start) // steps))
     if mech.name == "task-cost":
         gap = round(ovh * 1000.0 / chip.ns_per_cycle_hand_set)
-        inputs = {"task_gap_cycles": min(gap, (1 << 16) - 1)}
+        ramp_start, ramp_step, ramp_inc = 0, 1, 0
+        task_gap = min(gap, (1 << 16) - 1)
         ovh = 0.0
     return Profile(
         name=chip.name,
@@ -371,7 +371,10 @@ def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) 
         ceiling_gbps=chip.ceiling_gbps,
         hypothesis=hyp,
         mechanism=mech.name,
-        **inputs,
+        ramp_start_q16=ramp_start,
+        ramp_step_lines=ramp_step,
+        ramp_inc_q16=ramp_inc,
+        task_gap_cycles=task_gap,
     )
 
 
@@ -461,16 +464,19 @@ def evaluate(chip: Chip, prob: Problem, profile: Profile, slope: bool = True) ->
 # ---------------------------------------------------------------- the fit
 
 
-def fit_mechanism(chip: Chip, prob: Problem, mech: mechs.Mechanism) -> tuple[Knobs, dict[str, int]]:
-    """The mechanism's knobs (and the warm-up's inputs), the same for every hypothesis."""
+def fit_mechanism(
+    chip: Chip, prob: Problem, mech: mechs.Mechanism
+) -> tuple[Knobs, tuple[int, int]]:
+    """The mechanism's knobs and the warm-up's (lines, extra cycles), the same for every
+    hypothesis ((0, 0): no warm-up)."""
     base = mechs.get("none") if mech.name in ("warmup", "task-cost") else mech
     k = _search(chip, prob, base, START_WINDOW)
-    warm: dict[str, int] = {}
+    warm = (0, 0)
     if mech.name == "warmup":  # at x = 0 every reading has no credit: any one will do
         _, ovh, _, _ = _objective(chip, prob, k, base)
         any_buggy = hyps.buggy()[0].name  # the registry's first: the choice changes nothing
         prof = _fit_warmup(chip, prob, _profile(chip, k, mech, ovh, any_buggy))
-        warm = {"warm_lines": prof.warm_lines, "warm_extra_cycles": prof.warm_extra_cycles}
+        warm = (prof.warm_lines, prof.warm_extra_cycles)
     return k, warm
 
 
@@ -480,7 +486,7 @@ def fit_hypothesis(
     hyp: hyps.Hypothesis,
     mech: mechs.Mechanism,
     k: Knobs,
-    warm: dict[str, int],
+    warm: tuple[int, int],
 ) -> Profile:
     """The window for this hypothesis (the V's slope), then the overhead again."""
     base = mechs.get("none") if mech.name in ("warmup", "task-cost") else mech
@@ -488,7 +494,9 @@ def fit_hypothesis(
     for w in FIT_WINDOWS:
         kw = replace(k, window=w)
         obj, ovh, _, _ = _objective(chip, prob, kw, base)
-        prof = replace(_profile(chip, kw, mech, ovh, hyp.name), **warm)
+        prof = replace(
+            _profile(chip, kw, mech, ovh, hyp.name), warm_lines=warm[0], warm_extra_cycles=warm[1]
+        )
         miss = 0.0
         if prob.slope_per_lap is not None:
             shaped = chip.with_profile(_shape(prof))
@@ -604,7 +612,7 @@ def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
     return sorted(cals, key=lambda c: validate.rank_key(_standing(c)))
 
 
-def _standing(cal: Calibration) -> dict[str, object]:
+def _standing(cal: Calibration) -> validate.Standing:
     if cal.standing is None:
         raise ValueError(f"{cal.profile.hypothesis} x {cal.profile.mechanism}: not ranked")
     return cal.standing
@@ -612,9 +620,7 @@ def _standing(cal: Calibration) -> dict[str, object]:
 
 def shortfalls(cal: Calibration) -> list[str]:
     """The rows of validate this fit fails on its own profile (a ranked fit only)."""
-    failed = _standing(cal)["failed"]
-    assert isinstance(failed, list)
-    return [str(f) for f in failed]
+    return list(_standing(cal)["failed"])
 
 
 @contract.takes_jobs
@@ -624,7 +630,7 @@ def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[
     if pairs is None:
         pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
     quiet = contract.current_options().quiet
-    cals = [fit(chip, h, m) for h, m in progress.iterate(pairs, "fit", quiet)]
+    cals = [fit(chip, h, m) for h, m in progress.iterate(list(pairs), "fit", quiet)]
     return rank(chip, cals)
 
 
@@ -768,8 +774,10 @@ def render(cal: Calibration, out: str) -> str:
     if c.get("skipped"):
         lines.append(f"cycle model only: {c['skipped']}")
     elif c:
+        modes = c["modes"]
+        assert isinstance(modes, dict)
         lines.append(
             f"cycle model: {c['sizes']} sizes on one core; the analytic engine's largest "
-            "relative difference: " + ", ".join(f"{m} {d:.1e}" for m, d in c["modes"].items())
+            "relative difference: " + ", ".join(f"{m} {d:.1e}" for m, d in modes.items())
         )
     return "\n".join(lines)

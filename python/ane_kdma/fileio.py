@@ -282,14 +282,14 @@ def _signals_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        for sig in dict.fromkeys(pending):
-            handler = old[sig]
+        for num, handler in old.items():
+            signal.signal(num, handler)  # type: ignore[arg-type]
+        for num in dict.fromkeys(pending):
+            handler = old[num]
             if callable(handler):
-                handler(sig, None)
+                handler(num, None)
             elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), sig)
+                os.kill(os.getpid(), num)
 
 
 def check_dir_target(directory: Path) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -236,7 +237,7 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _style(name: str) -> dict[str, object]:
+def _style(name: str) -> dict[str, Any]:
     return dict(hyps.get(name).style)
 
 
@@ -325,7 +326,7 @@ def _measured_v(meas: Measurements | None, chip: Chip) -> list[tuple[float, floa
     """Measured times per lap at their x (k = 1): the shoulder and notch points, Table A's notch."""
     if meas is None:
         return []
-    out = []
+    out: list[tuple[float, float, str]] = []
     for p in (meas.facts.shoulder, meas.facts.notch):
         if p is not None:
             k, x = lap_and_offset(p.lines, chip.ring_lines)
@@ -437,6 +438,7 @@ def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -
     from matplotlib.figure import Figure
 
     ta = meas.table_a
+    assert ta is not None  # drawn only when the chip's data has Table A
     h = chip.profile.hypothesis
     fig = Figure(figsize=(10, 7), layout="constrained")
     top, bot = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))

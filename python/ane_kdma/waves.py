@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +112,7 @@ def write_dump(sim: str, hyp: Hypothesis, out: Path, lines: int | None = None) -
     env = {} if lines is None else {"KDMA_WAVE_LINES": str(lines)}
     t0 = time.monotonic()
     build_dir = build(sim, TOP, p, sources=sources, waves=True)
+    guard: AbstractContextManager[None]
     if sim == "verilator":
         # dump.vcd from a --trace build (what sim.py asks for), dump.fst from --trace-fst
         written, guard = [run_dir / f"dump{s}" for s in DUMP_SUFFIXES], nullcontext()

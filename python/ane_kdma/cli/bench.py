@@ -322,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
         if r and bare and "cycles_per_s" in r:
             r["ratio_to_bare"] = float(r["cycles_per_s"]) / float(bare)  # type: ignore[arg-type]
     doc = {
-        "machine": machine(),
+        "machine": (m := machine()),
         "jobs": jobs,
         "sweep": dict(zip(("d_min", "d_max", "d_step", "n"), SWEEP, strict=True)),
         "results": results,
@@ -330,18 +330,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
         return 0
-    m = doc["machine"]
     how = f"on the cluster at {scheduler}" if scheduler else f"with {jobs} jobs"
     print(f"bench on {m['cpu']}, {m['nproc']} CPUs, {m['date']}, sweeps {how}")
     rows = []
     for name, r in results.items():
+        sweep_s = r.get("sweep_s")
         rows.append(
             {
                 "item": name,
                 "cycles_per_s": _fmt_rate(r.get("cycles_per_s")),
                 "all_cores": _fmt_rate(_all_cores(r)),
                 "vs_bare": "" if "ratio_to_bare" not in r else f"{r['ratio_to_bare']:.2f}",
-                "sweep_s": "" if "sweep_s" not in r else f"{float(r['sweep_s']):.2f}",
+                "sweep_s": "" if not isinstance(sweep_s, int | float) else f"{sweep_s:.2f}",
                 "peak_mb": r.get("peak_mb", ""),
                 "target": r.get("target", ""),
                 "met": "" if "met" not in r else ("yes" if r["met"] else "NO"),

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ane_kdma import calibrate as cal_mod
 from ane_kdma import hypotheses as hyps
@@ -73,7 +74,7 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
     }
 
 
-def _jobs(args: argparse.Namespace) -> dict[str, object]:
+def _jobs(args: argparse.Namespace) -> dict[str, Any]:
     return common.run_options(args)  # --jobs, --scheduler, quiet under --json
 
 

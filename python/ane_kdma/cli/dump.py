@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(data.decode())
         return 0
+    assert out is not None  # a path, or stdout above
     write_atomic(out, data)
     size = bytes_per_core(args.d, args.n, chip)
     lines = size // chip.line_bytes

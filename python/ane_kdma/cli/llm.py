@@ -74,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
     keys = ("tok_s_unsplit", "tok_s_split", "gbps_unsplit", "gbps_split")
     common.print_table([doc], keys)
     print()
-    split = {a["projection"]: a for a in doc["affected"]}
+    affected, breakdown = doc["affected"], doc["breakdown"]
+    outside = doc["affected_outside_scope"]
+    assert isinstance(affected, list) and isinstance(breakdown, dict)
+    assert isinstance(outside, list)
+    split = {a["projection"]: a for a in affected}
     rows = []
-    for name, b in doc["breakdown"].items():
+    for name, b in breakdown.items():
         a = split.get(name)
         plan = f"{a['axis']} /{a['splits']}" if a else ""
-        if name in doc["affected_outside_scope"]:
+        if name in outside:
             plan = "(affected, not in scope)"
         rows.append({"projection": name, **b, "plan": plan})
     common.print_table(rows, ["projection", "count", "us_unsplit", "us_split", "plan"])

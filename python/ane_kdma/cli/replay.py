@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
         row["warnings"] = list(task.warnings)
         rows.append(row)
     for r in rows:
-        for w in r["warnings"]:
+        warnings = r["warnings"]
+        assert isinstance(warnings, list)
+        for w in warnings:
             common.warn(f"{r['dump']}: {w}")
     if args.json:
         print(json.dumps({"engine": args.engine, "profile": chip.profile.name, "dumps": rows}))

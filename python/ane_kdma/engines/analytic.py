@@ -8,6 +8,7 @@ cycles only: per-core zero-credit and in-flight counters are left as None.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ class AnalyticEngine:
     exact = False
 
     @staticmethod
-    def governor_grid(chip: Chip, **grid: np.ndarray) -> np.ndarray:
+    def governor_grid(chip: Chip, **grid: Any) -> np.ndarray:
         """One static task's cycles under the issue-rate governor, broadcast over a grid.
 
         Keywords as :func:`ane_kdma.analytic.governor_grid` takes them, the chip's
@@ -44,7 +45,7 @@ class AnalyticEngine:
         rows: dict[tuple, int] = {}  # one row per distinct core sequence
         keys: list[list[tuple | None]] = []
         for w in workloads:
-            per_core = []
+            per_core: list[tuple | None] = []
             for seq in w.cores:
                 if seq is None:
                     per_core.append(None)

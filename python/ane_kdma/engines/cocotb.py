@@ -53,7 +53,9 @@ PKG_PREFETCH_MAX_LINES = 256
 
 def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, int]:
     """Build parameters; the ring width and clamp only where the chip differs from the package."""
-    params = {"CreditMode": int(hypothesis.encoding), "NumCores": cores}
+    if hypothesis.encoding is None:
+        raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
+    params = {"CreditMode": hypothesis.encoding, "NumCores": cores}
     if chip.geometry.ring_bits != PKG_RING_BITS:
         params["RingBits"] = chip.geometry.ring_bits
     if chip.geometry.prefetch_max_lines != PKG_PREFETCH_MAX_LINES:

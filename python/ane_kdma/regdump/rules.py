@@ -220,7 +220,9 @@ def _coverage(
     src, cores = dump.source, dump.chip.cores
 
     first, last = on[0], on[-1]
-    sits_out, left_out, zero_size = [], [], []
+    sits_out: list[int] = []
+    left_out: list[int] = []
+    zero_size: list[int] = []
     for i in sorted(set(range(cores)) - set(on)):
         if en[i] == 0:
             if first < i < last:
@@ -292,7 +294,7 @@ def _common_size(dump: Dump, enabled_size: dict[int, int]) -> int:
 def _base_warnings(bases: list[int | None], enabled: list[int], size: int) -> list[str]:
     """Bases that do not step by the size, and the ones a replay has to assume."""
     out: list[str] = []
-    known = [(i, bases[i]) for i in enabled if bases[i] is not None]
+    known = [(i, b) for i, b in ((i, bases[i]) for i in enabled) if b is not None]
     if known:
         ref, ref_base = known[0]
         for i, base in known[1:]:

@@ -69,8 +69,8 @@ def render(dump: Dump, fmt: str, header: Iterable[str] = ()) -> bytes:
     td = dump.chip.td
     if fmt == "bin":
         buf = bytearray(td.bytes)
-        for off, value in dump.words.items():
-            struct.pack_into("<I", buf, off, value & dump.known.get(off, 0))
+        for off, word in dump.words.items():
+            struct.pack_into("<I", buf, off, word & dump.known.get(off, 0))
         return bytes(buf)
     lines: list[str] = []
     if fmt == "zin":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TypedDict
 
 import numpy as np
 
@@ -51,6 +52,7 @@ from ane_kdma.validate.specs import (
 
 __all__ = [
     "RANK_RULE",
+    "Standing",
     "RULE",
     "SPECS",
     "Report",
@@ -72,6 +74,18 @@ RULE = (
 )
 
 
+class Standing(TypedDict):
+    """One fit judged on validate's counted rows, with its own profile (a ranking entry)."""
+
+    hypothesis: str
+    mechanism: str
+    engine: str
+    rows: int
+    passed: int
+    failed: list[str]
+    rms_rel_err: float
+
+
 @dataclass
 class Report:
     engine: str
@@ -81,7 +95,7 @@ class Report:
     best: str
     verdict: str
     exit_status: int
-    ranking: list[dict[str, object]] = field(default_factory=list)
+    ranking: list[Standing] = field(default_factory=list)
 
 
 FITS_FILE = "fits.json"
@@ -94,7 +108,7 @@ RANK_RULE = (
 )
 
 
-def standing(chip: Chip, profile: Profile) -> dict[str, object]:
+def standing(chip: Chip, profile: Profile) -> Standing:
     """One fit judged on every counted row, with its own profile: the ranking's evaluation.
 
     The fit runs on the analytic engine where it has the mechanism's closed form
@@ -125,32 +139,30 @@ def standing(chip: Chip, profile: Profile) -> dict[str, object]:
     }
 
 
-def rank_key(e: dict[str, object]) -> tuple[int, float, int, int]:
+def rank_key(e: Standing) -> tuple[int, float, int, int]:
     """Rows passed, then the RMS error to 0.1% (finer differences are not evidence); a tie
     keeps the registries' order, so no reading is preferred by name."""
     hs, ms = hyps.names(), mechs.names()
-    h, m = str(e["hypothesis"]), str(e["mechanism"])
-    passed, rms = e["passed"], e["rms_rel_err"]
-    assert isinstance(passed, int) and isinstance(rms, float), e
+    h, m = e["hypothesis"], e["mechanism"]
     return (
-        -passed,
-        round(rms, 3),
+        -e["passed"],
+        round(e["rms_rel_err"], 3),
         hs.index(h) if h in hs else len(hs),
         ms.index(m) if m in ms else len(ms),
     )
 
 
-def _rank_level(e: dict[str, object]) -> tuple[int, float]:
+def _rank_level(e: Standing) -> tuple[int, float]:
     """The part of the key that is evidence (a tie on it is a tie in the verdict)."""
     return rank_key(e)[:2]
 
 
-def rank(chip: Chip, profiles: Sequence[Profile]) -> list[dict[str, object]]:
+def rank(chip: Chip, profiles: Sequence[Profile]) -> list[Standing]:
     """These fits' standings, best first (:data:`RANK_RULE`)."""
     return sorted((standing(chip, p) for p in profiles), key=rank_key)
 
 
-def ranking(chip: Chip) -> list[dict[str, object]]:
+def ranking(chip: Chip) -> list[Standing]:
     """Every fitted hypothesis x mechanism (the chip's fits.json) on every counted row."""
     return rank(chip, chip.fits)  # read and checked with the chip, by ane_kdma.chip.load
 

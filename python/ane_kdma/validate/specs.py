@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -19,8 +20,22 @@ from ane_kdma import contract
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Result, Task, Workload
+from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
-from ane_kdma.measured import Measurements
+from ane_kdma.measured import (
+    CoreCount,
+    Floor,
+    KScaling,
+    LapTimes,
+    Measurements,
+    Nominal,
+    OnlyTotal,
+    Point,
+    Scrambling,
+    SplitWorkaround,
+    TableA,
+    VNotch,
+)
 from ane_kdma.profile import Profile
 from ane_kdma.stats import fit_line
 
@@ -82,6 +97,52 @@ class Ctx:
     def ring(self) -> int:
         return self.chip.ring_lines
 
+    # The facts a spec names in `needs`: validate runs a spec only when the data has them,
+    # so a spec reads them here, typed and present, never as optional attributes by name.
+    @property
+    def table_a(self) -> TableA:
+        return _need(self.meas.table_a, "table_a")
+
+    @property
+    def floor(self) -> Floor:
+        return _need(self.meas.facts.floor, "floor")
+
+    @property
+    def nominal(self) -> Nominal:
+        return _need(self.meas.facts.nominal, "nominal")
+
+    @property
+    def v_notch(self) -> VNotch:
+        return _need(self.meas.facts.v_notch, "v_notch")
+
+    @property
+    def k_scaling(self) -> KScaling:
+        return _need(self.meas.facts.k_scaling, "k_scaling")
+
+    @property
+    def lap_times(self) -> LapTimes:
+        return _need(self.meas.facts.lap_times, "lap_times")
+
+    @property
+    def only_total(self) -> OnlyTotal:
+        return _need(self.meas.facts.only_total, "only_total")
+
+    @property
+    def split(self) -> SplitWorkaround:
+        return _need(self.meas.facts.split, "split")
+
+    @property
+    def core_count(self) -> CoreCount:
+        return _need(self.meas.facts.core_count, "core_count")
+
+    @property
+    def scrambling(self) -> Scrambling:
+        return _need(self.meas.facts.scrambling, "scrambling")
+
+    @property
+    def control_bytes(self) -> int:
+        return _need(self.meas.facts.control_bytes, "control_bytes")
+
     def lines(self, n: int, split: int = 1, cores: int | None = None) -> Workload:
         """n lines on each core (every core of the chip unless told), as `split` tasks."""
         lb = self.chip.line_bytes
@@ -102,6 +163,14 @@ class Ctx:
 
 
 Want = list[tuple[Hypothesis, Workload]]
+T = TypeVar("T")
+
+
+def _need(value: T | None, name: str) -> T:
+    """A fact a spec declared in `needs`; absent only if a spec reads one it did not declare."""
+    if value is None:
+        raise InputError(f"validate: a row reads {name!r}, which it does not list in its needs")
+    return value
 
 
 @dataclass(frozen=True)
@@ -128,11 +197,11 @@ def _tol(t: float) -> str:
 
 
 def _table_a_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(h, ctx.lines(int(n))) for n in ctx.meas.table_a.lines_per_core]
+    return [(h, ctx.lines(int(n))) for n in ctx.table_a.lines_per_core]
 
 
 def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    ta = ctx.meas.table_a
+    ta = ctx.table_a
     rows, errs = [], []
     for d, n, med in zip(ta.d, ta.lines_per_core, ta.medians, strict=True):
         t = ctx.time(h, ctx.lines(int(n)))
@@ -171,9 +240,9 @@ def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return rows
 
 
-def points_of(ctx: Ctx) -> list[tuple[str, object]]:
+def points_of(ctx: Ctx) -> list[tuple[str, Point]]:
     f = ctx.meas.facts
-    out = []
+    out: list[tuple[str, Point]] = []
     if f.shoulder is not None:
         out.append((f"D = {f.shoulder.d} (x = {f.shoulder.x:+d})", f.shoulder))
     if f.notch is not None:
@@ -211,21 +280,20 @@ def _point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _floor_want(ctx: Ctx, h: Hypothesis) -> Want:
-    laps = ctx.meas.facts.floor.laps
+    laps = ctx.floor.laps
     return [(m, ctx.lines(k * ctx.ring)) for k in laps for m in (h, ctx.fixed)]
 
 
 def _floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
-    floor = [ctx.gbps(h, ctx.lines(k * ctx.ring)) for k in f.floor.laps]
-    lo, hi = f.floor.gbps.lo, f.floor.gbps.hi + FLOOR_SLACK_GBPS
+    floor = [ctx.gbps(h, ctx.lines(k * ctx.ring)) for k in ctx.floor.laps]
+    lo, hi = ctx.floor.gbps.lo, ctx.floor.gbps.hi + FLOOR_SLACK_GBPS
     return [
         Row(
             "point_facts",
-            f"floor at x = 0, k = {_laps(f.floor.laps)}",
+            f"floor at x = 0, k = {_laps(ctx.floor.laps)}",
             "model",
             min(floor),
-            str(f.floor.gbps),
+            str(ctx.floor.gbps),
             "GB/s",
             None,
             f"every k in {lo:g}-{hi:g} GB/s",
@@ -247,7 +315,7 @@ def _laps(laps: Sequence[int]) -> str:
 
 def _nominal_sizes(ctx: Ctx) -> list[int]:
     """Full-credit sizes from 1 MiB to the largest stated size: k x ring + one page, k = 1..8."""
-    nom, page = ctx.meas.facts.nominal, ctx.meas.facts.v_notch.page
+    nom, page = ctx.nominal, ctx.v_notch.page
     top = max(1, nom.high_bytes // (ctx.ring * ctx.chip.line_bytes))
     return [k * ctx.ring + page for k in range(1, top + 1)]
 
@@ -257,7 +325,7 @@ def _nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 
 def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    nom = ctx.meas.facts.nominal
+    nom = ctx.nominal
     sizes = _nominal_sizes(ctx)
     g = [ctx.gbps(h, ctx.lines(n)) for n in sizes]
     lo, hi = nom.gbps.lo * (1 - NOMINAL_TOL), nom.gbps.hi * (1 + NOMINAL_TOL)
@@ -283,12 +351,11 @@ def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
-    laps = np.array(f.floor.laps, dtype=float)
+    laps = np.array(ctx.floor.laps, dtype=float)
     excess = np.array(
         [
             ctx.time(h, ctx.lines(k * ctx.ring)) - ctx.time(ctx.fixed, ctx.lines(k * ctx.ring))
-            for k in f.floor.laps
+            for k in ctx.floor.laps
         ]
     )
     beta = float((laps * excess).sum() / (laps**2).sum())
@@ -301,7 +368,7 @@ def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             "k scaling: excess time over fixed at x = 0 proportional to k",
             "model",
             r2,
-            f"extra time scales with k (per-k fits R^2 {f.k_scaling.r_squared})",
+            f"extra time scales with k (per-k fits R^2 {ctx.k_scaling.r_squared})",
             "R^2",
             None,
             f"R^2 >= {K_SCALING_R2:g}",
@@ -317,7 +384,7 @@ def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _split_want(ctx: Ctx, h: Hypothesis) -> Want:
-    s = ctx.meas.facts.split
+    s = ctx.split
     lb = ctx.chip.line_bytes
     out = [(ctx.fixed, ctx.lines(s.bytes_per_core // lb))]
     out += [(h, ctx.chunks([tb // lb] * n)) for n, tb in s.splits]
@@ -325,7 +392,7 @@ def _split_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 
 def _split_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    s = ctx.meas.facts.split
+    s = ctx.split
     lb = ctx.chip.line_bytes
     nominal = ctx.gbps(ctx.fixed, ctx.lines(s.bytes_per_core // lb))
     rows = []
@@ -356,17 +423,18 @@ def _size(b: int) -> str:
 
 
 def _control_want(ctx: Ctx, h: Hypothesis) -> Want:
-    n = ctx.meas.facts.control_bytes // ctx.chip.line_bytes
+    n = ctx.control_bytes // ctx.chip.line_bytes
     return [(h, ctx.lines(n)), (h, ctx.lines(n, split=2))]
 
 
 def _control_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    b = ctx.meas.facts.control_bytes
+    b = ctx.control_bytes
     n = b // ctx.chip.line_bytes
     whole = ctx.gbps(h, ctx.lines(n))
     split = ctx.gbps(h, ctx.lines(n, split=2))
     gain = _rel(split, whole)
-    page = ctx.meas.facts.v_notch.page * ctx.chip.line_bytes if ctx.meas.facts.v_notch else 0
+    v_notch = ctx.v_notch
+    page = v_notch.page * ctx.chip.line_bytes if v_notch else 0
     label = f"1 MiB - {page // 1024} KiB" if page and b + page == 1 << 20 else _size(b)
     return [
         Row(
@@ -387,7 +455,7 @@ def _control_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 def _pairs(ctx: Ctx) -> list[tuple[int, int, int]]:
     """D x N pairs that give the stated per-core total on this chip."""
-    target = ctx.meas.facts.only_total.bytes_per_core
+    target = ctx.only_total.bytes_per_core
     geo = ctx.meas.geo
     return [
         (d, n, int(geo.lines_per_core(d, n)))
@@ -401,18 +469,17 @@ def _only_total_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 
 def _only_total_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
     sizes = _pairs(ctx)
     gbps = [ctx.gbps(h, ctx.lines(n)) for _, _, n in sizes]
     spread = max(gbps) / min(gbps) - 1
     return [
         Row(
             "point_facts",
-            f"only the total matters: D x N pairs with {_size(f.only_total.bytes_per_core)} "
+            f"only the total matters: D x N pairs with {_size(ctx.only_total.bytes_per_core)} "
             "per core",
             "model",
             spread,
-            f"all collapse to {f.only_total.gbps}",
+            f"all collapse to {ctx.only_total.gbps}",
             "GB/s spread",
             spread,
             f"spread <= {100 * ONLY_TOTAL_TOL:g}%",
@@ -427,22 +494,20 @@ def _only_total_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _lap_want(ctx: Ctx, h: Hypothesis) -> Want:
-    f = ctx.meas.facts
-    xs = (0, -f.lap_times.shoulder_offset)
-    return [(h, ctx.lines(k * ctx.ring + x)) for x in xs for k in f.floor.laps]
+    xs = (0, -ctx.lap_times.shoulder_offset)
+    return [(h, ctx.lines(k * ctx.ring + x)) for x in xs for k in ctx.floor.laps]
 
 
 def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
-    lt = f.lap_times
-    laps = np.array(f.floor.laps, dtype=float)
+    lt = ctx.lap_times
+    laps = np.array(ctx.floor.laps, dtype=float)
     rows = []
     for label, x, fig in (
         ("lap time at x = 0", 0, lt.notch),
         (f"lap time at |x| = {lt.shoulder_offset}", -lt.shoulder_offset, lt.shoulder),
     ):
         t1 = ctx.time(h, ctx.lines(ctx.ring + x))
-        per = [ctx.time(h, ctx.lines(int(k) * ctx.ring + x)) for k in f.floor.laps]
+        per = [ctx.time(h, ctx.lines(int(k) * ctx.ring + x)) for k in ctx.floor.laps]
         incr = float(np.polyfit(laps, per, 1)[0])
         err = _rel(t1, fig.value)
         rows.append(
@@ -457,7 +522,7 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 f"+-{100 * ROUGH_TOL:g}% (rough figure)",
                 abs(err) <= ROUGH_TOL,
                 ctx.engine,
-                f"one-lap task (k = 1); increment per lap over k = {_laps(f.floor.laps)}: "
+                f"one-lap task (k = 1); increment per lap over k = {_laps(ctx.floor.laps)}: "
                 f"{incr:.0f} us",
             )
         )
@@ -468,10 +533,9 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
-    f = ctx.meas.facts
     out = []
-    for k in f.floor.laps:
-        for x in f.v_notch.recovery_offsets:
+    for k in ctx.floor.laps:
+        for x in ctx.v_notch.recovery_offsets:
             out += [(h, ctx.lines(k * ctx.ring + x)), (ctx.fixed, ctx.lines(k * ctx.ring + x))]
     return out + v_slope_want(ctx, h)
 
@@ -479,7 +543,7 @@ def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
 def v_slope_want(ctx: Ctx, h: Hypothesis, laps: Sequence[int] | None = None) -> Want:
     """The sizes the V's slope is fitted on: every lap (the measured ones unless told), and
     |x| <= SLOPE_X in steps of SLOPE_STEP on both sides."""
-    laps = ctx.meas.facts.floor.laps if laps is None else laps
+    laps = ctx.floor.laps if laps is None else laps
     xs = range(-SLOPE_X, SLOPE_X + 1, SLOPE_STEP)
     return [(h, ctx.lines(k * ctx.ring + x)) for k in laps for x in xs]
 
@@ -498,7 +562,7 @@ def v_slopes(
     The one computation of the V's slope: the V row judges it, and calibrate chooses each
     reading's window with it (on fewer laps, for speed)."""
     per_k, r2s = [], []
-    for k in ctx.meas.facts.floor.laps if laps is None else laps:
+    for k in ctx.floor.laps if laps is None else laps:
         for side in (-1, 1):
             xs = side * np.arange(0, SLOPE_X + 1, SLOPE_STEP)
             slope, r2 = _arm(ctx, h, k, xs)
@@ -508,18 +572,17 @@ def v_slopes(
 
 
 def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    f = ctx.meas.facts
     rows = []
-    for x in sorted(f.v_notch.recovery_offsets):
+    for x in sorted(ctx.v_notch.recovery_offsets):
         errs = []
-        for k in f.floor.laps:
+        for k in ctx.floor.laps:
             w = ctx.lines(k * ctx.ring + x)
             errs.append(ctx.gbps(h, w) / ctx.gbps(ctx.fixed, w) - 1)
         worst = max(errs, key=abs)
         rows.append(
             Row(
                 "point_facts",
-                f"V recovery at x = {x:+d}, k = {_laps(f.floor.laps)}",
+                f"V recovery at x = {x:+d}, k = {_laps(ctx.floor.laps)}",
                 h.name,
                 worst,
                 "recovers fully (0% from nominal)",
@@ -532,17 +595,17 @@ def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 {"per_k": [round(e, 5) for e in errs]},
             )
         )
-    slope_meas = f.k_scaling.slope_per_lap.value
+    slope_meas = ctx.k_scaling.slope_per_lap.value
     per_k, r2s = v_slopes(ctx, h)
     errs = [_rel(v, slope_meas) for v in per_k]
     worst = max(errs, key=abs)
     rows.append(
         Row(
             "point_facts",
-            f"V slope near the notch (|x| <= {SLOPE_X}), both sides, k = {_laps(f.floor.laps)}",
+            f"V slope near the notch (|x| <= {SLOPE_X}), both sides, k = {_laps(ctx.floor.laps)}",
             h.name,
             float(np.mean(per_k)),
-            f"{f.k_scaling.slope_per_lap} x k (R^2 {f.k_scaling.r_squared})",
+            f"{ctx.k_scaling.slope_per_lap} x k (R^2 {ctx.k_scaling.r_squared})",
             "us/line/lap",
             worst,
             f"every lap within +-{100 * SLOPE_TOL:g}% of {slope_meas:g} k, R^2 >= {SLOPE_R2:g}",
@@ -560,7 +623,7 @@ def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _core_count_workloads(ctx: Ctx) -> list[list[Workload]]:
-    cc = ctx.meas.facts.core_count
+    cc = ctx.core_count
     out = []
     for d in cc.d:
         size = int(ctx.meas.geo.bytes_per_core(d, cc.n))
@@ -579,7 +642,7 @@ def _core_count_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 
 def _core_count_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    cc = ctx.meas.facts.core_count
+    cc = ctx.core_count
     spreads, detail = [], []
     for d, per in zip(cc.d, _core_count_workloads(ctx), strict=True):
         lat = [ctx(h, w).cycles for w in per]
@@ -606,9 +669,9 @@ def _core_count_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def _scramble_workloads(ctx: Ctx) -> tuple[Workload, Workload]:
-    sc = ctx.meas.facts.scrambling
+    sc = ctx.scrambling
     lb = ctx.chip.line_bytes
-    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.meas.table_a.n
+    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.table_a.n
     size = int(ctx.meas.geo.bytes_per_core(SCRAMBLE_D, n))
     span = int(sc.span.value * (1 << 20)) // lb * lb
     rng = random.Random(SCRAMBLE_SEED)
@@ -625,11 +688,11 @@ def _scramble_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 
 def _scramble_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    sc = ctx.meas.facts.scrambling
+    sc = ctx.scrambling
     base, scram = _scramble_workloads(ctx)
     change = ctx.time(h, base) / ctx.time(h, scram) - 1
     meas_change = _rel(sc.scrambled.value, sc.baseline.value)
-    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.meas.table_a.n
+    n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.table_a.n
     return [
         Row(
             "point_facts",
@@ -735,7 +798,7 @@ def _ceiling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 "anemll-bench lm_head streaming",
                 "info",
                 asym,
-                f"{anemll} ({anemll.source.title})",
+                f"{anemll} ({anemll.source.title if anemll.source else 'no source'})",
                 "GB/s",
                 err,
                 f"+-{100 * TOWARDS_TOL:g}% (other workload)",
