@@ -421,6 +421,10 @@ def test_one_function_can_be_patched_alone(multifunction, capsys) -> None:
     src, folder = multifunction
     doc = patch(src, folder / "one.mlpackage", CHIP, BUGGY, FAST, function=["prefill"])
     assert {c["function"] for c in doc["changed"]} == {"prefill"}
+    # infer still reads the whole weights: kept, and the report says what that duplicates
+    assert all(c["shared_with"] == ["function infer"] for c in doc["changed"])
+    assert doc["duplicated_bytes"] == 2 * F * D * 2
+    assert _size(folder / "one.mlpackage") >= _size(src) + doc["duplicated_bytes"]
     bad = folder / "bad.mlpackage"
     assert main(["patch", str(src), str(bad), "--function", "decode"]) == 2
     err = capsys.readouterr().err

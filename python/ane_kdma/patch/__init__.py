@@ -157,28 +157,25 @@ def _weight_file(
     return files[rel]
 
 
+def _blob_values_of(block: Any) -> list[Any]:
+    """Every Value of a block (nested blocks too) stored in a weight file, in program order."""
+    out: list[Any] = []
+    for op in block.operations:
+        values = list(op.attributes.values())
+        for arg in op.inputs.values():
+            values += [b.value for b in arg.arguments if b.WhichOneof("binding") == "value"]
+        out += [v for v in values if v.WhichOneof("value") == "blobFileValue"]
+        for inner in op.blocks:
+            out += _blob_values_of(inner)
+    return out
+
+
 def _blob_values(program: Any) -> list[Any]:
     """Every Value of the program stored in a weight file, in program order."""
     out: list[Any] = []
-
-    def value(v: Any) -> None:
-        if v.WhichOneof("value") == "blobFileValue":
-            out.append(v)
-
-    def block(b: Any) -> None:
-        for op in b.operations:
-            for v in op.attributes.values():
-                value(v)
-            for arg in op.inputs.values():
-                for binding in arg.arguments:
-                    if binding.WhichOneof("binding") == "value":
-                        value(binding.value)
-            for inner in op.blocks:
-                block(inner)
-
     for name in sorted(program.functions):
         for opset in sorted(program.functions[name].block_specializations):
-            block(program.functions[name].block_specializations[opset])
+            out += _blob_values_of(program.functions[name].block_specializations[opset])
     return out
 
 
@@ -308,6 +305,19 @@ def _plan(
             if c.target.fn is fn and c.decision.affected:
                 others = [r for r in readers.get(c.target.weight_var, []) if r not in split_here]
                 c.shared_with = sorted(set(others))
+    # ... or a function left out by --function that reads the same stored tensor
+    if function:
+        kept: dict[tuple[str, int], str] = {}
+        for fn in fns:
+            if fn.name.split("/")[0] not in function:
+                for v in _blob_values_of(fn.block):
+                    kept[(v.blobFileValue.fileName, int(v.blobFileValue.offset))] = fn.name
+        for c in cuts:
+            if c.decision.affected:
+                for p in c.target.form.params:
+                    key = (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
+                    if p.value.WhichOneof("value") == "blobFileValue" and key in kept:
+                        c.shared_with = sorted({*c.shared_with, f"function {kept[key]}"})
     return cuts, left, fns
 
 
