@@ -144,7 +144,7 @@ def one_core_chip(tmp_path_factory: pytest.TempPathFactory) -> chips.Chip:
 
 @pytest.mark.parametrize("engine", ["model", "rtl"])
 def test_a_sweep_on_the_cluster_equals_jobs_1(
-    engine: str, address: str, one_core_chip: chips.Chip
+    engine: str, address: str, local_cluster: Any, one_core_chip: chips.Chip
 ) -> None:
     """model: the m3's 16 cores; rtl: one core (a build per hypothesis, on each side)."""
     chip = CHIP if engine == "model" else one_core_chip
@@ -155,6 +155,9 @@ def test_a_sweep_on_the_cluster_equals_jobs_1(
     with contract.options(scheduler=address) as opts:
         assert opts.cluster is not None and opts.cluster.width() == 2
         there = sw.compute_sweep(chip, *SWEEP, engine)
+        held = [str(k) for k in local_cluster.scheduler.tasks]
+    assert sum(k.startswith("Chip-") for k in held) == 1  # scattered once for the 4 calls
+    assert sum(k.startswith("Hypothesis-") for k in held) == len(hyps.registry())
     assert here.d.size == there.d.size == 8
     assert set(here.time_us) == set(there.time_us) == {h.name for h in hyps.registry()}
     for name in here.time_us:

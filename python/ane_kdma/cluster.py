@@ -7,8 +7,9 @@ pool runs, :func:`ane_kdma.contract.run_chunk` on an interleaved chunk of
 workloads; :func:`ane_kdma.contract.run_many` hands its chunks here when
 :func:`ane_kdma.contract.options` holds a :class:`Cluster`.
 
-* The chip and the hypothesis are scattered once per call, the chunks refer
-  to them; the results are put back in the order of the workloads.
+* The chip and each hypothesis are scattered once per connection (a sweep's
+  every call reuses them), to every worker; the chunks refer to them, and
+  the results are put back in the order of the workloads.
 * A worker that dies takes its chunk with it: the scheduler gives the chunk
   to another worker (up to its ``distributed.scheduler.allowed-failures``);
   past that the run stops with one line. A chunk that raises is retried
@@ -160,6 +161,16 @@ class Cluster:
         self.client = client
         self.address = address
         self.slots = slots
+        self._shared: dict[int, tuple[object, Any]] = {}  # id -> (object, its future)
+
+    def share(self, obj: object) -> Any:
+        """`obj` on every worker, scattered once for this connection (a sweep's every call)."""
+        held = self._shared.get(id(obj))
+        if held is not None and held[0] is obj and held[1].status == "finished":
+            return held[1]
+        fut = self.client.scatter(obj, broadcast=True, hash=False)  # broadcast: a lost worker
+        self._shared[id(obj)] = (obj, fut)  # does not lose it; the object kept: id stays its
+        return fut
 
     def width(self) -> int:
         """Threads to fill: --jobs, else the cluster's (else this machine's, until workers come)."""
@@ -190,22 +201,21 @@ class Cluster:
         out: list[Result | None] = [None] * len(workloads)
         futures: list[Any] = []
         try:
-            shared = self.client.scatter([chip, hypothesis], broadcast=True, hash=False)
-            futures += shared
+            chip_f, hyp_f = self.share(chip), self.share(hypothesis)
             by_key = {}
             for c in chunks:
                 fut = self.client.submit(
                     run_on_worker,
                     engine,
-                    shared[1],
-                    shared[0],
+                    hyp_f,
+                    chip_f,
                     [workloads[i] for i in c],
                     pure=False,
                     retries=RETRIES,
                 )
                 futures.append(fut)
                 by_key[fut.key] = c
-            for fut in dist.as_completed(futures[2:], loop=self.client.loop):
+            for fut in dist.as_completed(futures, loop=self.client.loop):
                 part = self._result(fut, dist)
                 if isinstance(part, Refused):
                     raise InputError(part.message)
@@ -244,6 +254,7 @@ class Cluster:
         return len(answers)
 
     def close(self) -> None:
+        self._shared.clear()
         with suppress(Exception):
             self.client.close(timeout=CLOSE_TIMEOUT_S)
 
