@@ -13,8 +13,12 @@ testbench are not in this harness (the testbenches test those). So the engine
 builds kdma_top with ``Payload = 0`` by default: the counters-only RTL, with
 no line addresses or test data through memory and KMem, which no counter
 reads (occupancy and every counter stay; tests/test_batch_rtl.py holds the
-two builds to the same counters). ``VerilatorEngine(payload=True)`` builds
-the full datapath, as the testbenches do (bench compares the two).
+two builds to the same counters), under ``harness/kdma_batch_top.sv``, which
+registers the run-time settings so that Verilator does not re-evaluate the
+logic they reach on every ``eval()`` (the harness settles at least three
+cycles before each workload, so the counters do not move).
+``VerilatorEngine(payload=True)`` builds kdma_top itself with the full
+datapath, every port live, as the testbenches see it (bench compares the two).
 """
 
 from __future__ import annotations
@@ -42,8 +46,11 @@ from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness" / "kdma_batch.cpp"
+#: kdma_top with its run-time settings registered (see the file): the counters-only top
+WRAPPER = HARNESS.parent / "kdma_batch_top.sv"
 EXE = "kdma_batch"
 TOP = "kdma_top"
+BATCH_TOP = "kdma_batch_top"
 DRIVEN = RTL_SETTINGS
 DRIVEN = (
     "latency",
@@ -208,7 +215,7 @@ def _fingerprint(tc: Toolchain, params: dict[str, int], defines: dict[str, int])
             ]
         ).encode()
     )
-    for src in [*_sources(), HARNESS]:
+    for src in [*_sources(), WRAPPER, HARNESS]:
         h.update(src.name.encode())
         h.update(src.read_bytes())
     return h.hexdigest()[:16]
@@ -233,7 +240,10 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
     check_chip(chip)
     tc = toolchain()
     params = rtl_params(hypothesis, chip, cores, payload)
-    defines = {"NUM_CORES": cores, "PEAK_BITS": _peak_bits(chip)}
+    # the counters-only build runs under kdma_batch_top (settings registered, consumer
+    # tied ready); the full build is kdma_top itself, every port live, as the tb sees it
+    top, wrapper = (TOP, []) if payload else (BATCH_TOP, [WRAPPER])
+    defines = {"NUM_CORES": cores, "PEAK_BITS": _peak_bits(chip), "KMEM_READY_PORT": int(payload)}
     slug = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
     root = cache_root()
     final = root / f"{TOP}-{slug}-{_fingerprint(tc, params, defines)}"
@@ -250,7 +260,9 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
             "-j",
             "2",
             "--top-module",
-            TOP,
+            top,
+            "--prefix",  # the harness's C++ names the model Vkdma_top
+            f"V{TOP}",
             *(f"-G{k}={v}" for k, v in params.items()),
             "-CFLAGS",
             " ".join([CXXFLAGS, *(f"-D{k}={v}" for k, v in defines.items())]),
@@ -259,6 +271,7 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
             "-o",
             str(tmp / EXE),
             *map(str, _sources()),
+            *map(str, wrapper),
             str(HARNESS),
         ]
         try:

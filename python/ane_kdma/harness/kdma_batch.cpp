@@ -3,11 +3,16 @@
 //
 // Built by ane_kdma.engines.verilator once per (hypothesis build parameters,
 // core count, Payload: the engine times the counters-only RTL, Payload = 0;
-// this harness reads no line data, so it drives either build). It drives kdma_top exactly as tb/kdma_tb.py's run_workload
-// does (settle idle cycles, start_i held high from the first task to the
-// last, each task taken when ready_o, the span counted from the edge that
-// takes the first task to the edge after which idle_o rises), with the KMem
-// consumer always ready, and prints the counters the engine contract holds.
+// this harness reads no line data, so it drives either build). It drives
+// kdma_top exactly as tb/kdma_tb.py's run_workload does (settle idle cycles,
+// start_i held high from the first task to the last, each task taken when
+// ready_o, the span counted from the edge that takes the first task to the
+// edge after which idle_o rises), with the KMem consumer always ready, and
+// prints the counters the engine contract holds. The full build's top is
+// kdma_top (KMEM_READY_PORT = 1); the counters-only build's is
+// kdma_batch_top.sv: kdma_top with the run-time settings registered (one
+// cycle late; every workload starts after at least three settle cycles) and
+// the consumer tied ready.
 //
 // stdin, one workload per line (whitespace separated):
 //   latency window core_rate agg_rate ramp_start ramp_step ramp_inc steps mask
@@ -134,7 +139,9 @@ class Harness {
     top_->clk_i = 0;
     top_->start_i = 0;
     top_->core_en_i = 0;
+#if KMEM_READY_PORT
     set_bits(top_->kmem_ready_i, 0, kCores, ~0ull);  // the consumer is always ready
+#endif
     top_->rst_ni = 0;
     top_->eval();
     tick();
