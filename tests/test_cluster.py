@@ -463,3 +463,21 @@ def test_a_harness_cache_that_cannot_be_written_is_one_line(
         vb.cache_root()
     monkeypatch.setenv(vb.CACHE_ENV, str(tmp_path / "shared"))
     assert vb.cache_root() == tmp_path / "shared" and (tmp_path / "shared").is_dir()
+
+
+def test_jobs_with_a_scheduler_sets_the_chunks(address: str) -> None:
+    with contract.options(jobs=3, scheduler=address) as opts:
+        assert opts.cluster is not None and opts.cluster.width() == 3
+
+
+def test_bench_runs_its_sweeps_on_the_cluster(
+    address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sweep item's child connects, runs run_chunk on every worker first, then the clock."""
+    status, out, err = _cli(
+        ["bench", "--only", "sweep-analytic", "--scheduler", address, "--json"], capsys
+    )
+    assert status == 0, err
+    item = json.loads(out)["results"]["sweep-analytic"]
+    assert "error" not in item, item
+    assert item["scheduler"] == address and item["workers"] == 2
