@@ -2,7 +2,8 @@
 
 kdma_top is linted alone, in both settings of its Payload parameter (the full
 line datapath the testbenches check, and the counters-only build the batch
-engine times), and inside the harness kdma_tb_top, whose parameters include a
+engine times, also inside that engine's top kdma_batch_top), and inside the
+harness kdma_tb_top, whose parameters include a
 ring width and credit clamp other than the package's (a chip that differs from
 the m3, as the CLI's RTL engine may build).
 """
@@ -16,6 +17,7 @@ import subprocess
 import pytest
 from test_kdma import IDS, MODES, OTHER_CHIP
 
+from ane_kdma.engines.verilator import WRAPPER as BATCH_TOP_SV
 from ane_kdma.hw import credit_mode_literal
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import RTL, rtl_sources, setup_verilator
@@ -35,17 +37,20 @@ def _rtl() -> list[str]:
     return [str(RTL / n) for n in names]
 
 
-#: what is linted: the top alone (full and counters-only), and the harness with the
-#: package's geometry and another
+#: what is linted: the top alone (full and counters-only), the batch engine's top over
+#: the counters-only build, and the harness with the package's geometry and another
 TARGETS = {
     "kdma_top": ("kdma_top", {}),
     "kdma_top-counters-only": ("kdma_top", {"Payload": 0}),
+    "batch-top": ("kdma_batch_top", {"Payload": 0}),
     "harness": ("kdma_tb_top", {}),
     "harness-other-geometry": ("kdma_tb_top", OTHER_GEOMETRY),
 }
 
 
 def _sources(top: str) -> list[str]:
+    if top == "kdma_batch_top":
+        return [*_rtl(), str(BATCH_TOP_SV)]
     return _rtl() if top == "kdma_top" else [str(p) for p in rtl_sources()]
 
 
