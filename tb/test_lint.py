@@ -3,9 +3,9 @@
 kdma_top is linted alone, in both settings of its Payload parameter (the full
 line datapath the testbenches check, and the counters-only build the batch
 engine times, also inside that engine's top kdma_batch_top), and inside the
-harness kdma_tb_top, whose parameters include a
-ring width and credit clamp other than the package's (a chip that differs from
-the m3, as the CLI's RTL engine may build).
+harness kdma_tb_top, whose parameters include a ring width and credit clamp
+other than the package's (a chip that differs from the m3, as the CLI's RTL
+engine may build).
 """
 
 from __future__ import annotations
