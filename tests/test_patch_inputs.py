@@ -186,6 +186,25 @@ def test_an_unreadable_file_inside_is_refused_before_writing(pkg: Path, tmp_path
         (src / WEIGHTS).chmod(0o644)
 
 
+@pytest.mark.parametrize("entry", [WEIGHTS, "Data"])
+def test_an_unreadable_entry_is_refused_even_as_root(
+    pkg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    """The same refusal where chmod cannot make it (root): access() says no for one entry."""
+    from ane_kdma.patch import package
+
+    real = os.access
+
+    def access(path, mode, *a, **kw):  # type: ignore[no-untyped-def]
+        return False if str(path).endswith(entry) else real(path, mode, *a, **kw)
+
+    monkeypatch.setattr(package.os, "access", access)
+    before = snapshot(pkg)
+    status, err = _run(["patch", str(pkg), str(tmp_path / "out.mlpackage")])
+    assert status == 2 and err.count("\n") == 1 and "not readable" in err, err
+    assert os.listdir(tmp_path) == [] and snapshot(pkg) == before
+
+
 @pytest.mark.parametrize("when", [1, 2])
 def test_an_interrupted_patch_leaves_nothing(
     pkg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: int
