@@ -498,3 +498,31 @@ def test_inconsistent_compressed_shapes_are_one_line(compressed, tmp_path: Path,
     lut.dimensions[0].constant.size = 7  # 7 LUTs do not divide 8192 output channels
     _put_spec(src, spec)
     _refused(capsys, src, "inconsistent compressed weight")
+
+
+def test_a_weight_kept_whole_is_counted_once_however_many_ops_split_it(tmp_path: Path) -> None:
+    """Two linears and a gather read one table: both linears split, the table stays (the
+    gather reads it), and the duplicate is its size once, not once per split op."""
+    cm = coreml()
+    mb, types = cm.mb, cm.types
+    table = _q(np.random.default_rng(SEED), F, D)
+    specs = [
+        mb.TensorSpec(shape=(1, D), dtype=types.fp16),
+        mb.TensorSpec(shape=(1, 4), dtype=types.int32),
+    ]
+
+    @mb.program(input_specs=specs, opset_version=cm.ct.target.iOS18)
+    def prog(x, input_ids):
+        w = mb.const(val=table, name="model_embed_tokens_weight_to_fp16")
+        a = mb.linear(x=x, weight=w, name="linear_0_cast_fp16")
+        b = mb.linear(x=x, weight=w, name="linear_1_cast_fp16")
+        return a, b, mb.gather(x=w, indices=input_ids, axis=0, name="embedding_0_cast_fp16")
+
+    _rename_outputs(prog, ["logits", "logits_2", "embeds"])
+    src = _convert(cm, prog, tmp_path / "in.mlpackage")
+    dst = tmp_path / "out.mlpackage"
+    doc = patch(src, dst, CHIP, BUGGY, FAST)
+    assert len(doc["changed"]) == 2 and all(c["shared_with"] for c in doc["changed"])
+    assert doc["duplicated_bytes"] == F * D * 2
+    assert _size(dst) <= (_size(src) + F * D * 2) * 1.01
+    _same_outputs(src, dst, exact=False)

@@ -224,9 +224,7 @@ def patch(
             "unchanged": [c.target.name for c in cuts if not c.decision.affected],
             "skipped": [x.__dict__ for x in left],
             "weight_bytes_in": weight_bytes,
-            "duplicated_bytes": sum(
-                c.target.form.stored_bytes for c in cuts if c.decision.affected and c.shared_with
-            ),
+            "duplicated_bytes": _duplicated(cuts),
         }
         if dry_run:
             doc["decode_us"] = _decode(pkg, cuts, chip)
@@ -263,7 +261,6 @@ def _plan(
             Left(f"{fn.name}:{x.op}" if len(fns) > 1 else x.op, x.op_type, x.reason)
             for x in refused
         ]
-        readers = _readers(fn)
         for t in found:
             pattern = _skipped(t, skip)
             if pattern is not None:
@@ -319,6 +316,22 @@ def _plan(
                     if p.value.WhichOneof("value") == "blobFileValue" and key in kept:
                         c.shared_with = sorted({*c.shared_with, f"function {kept[key]}"})
     return cuts, left, fns
+
+
+def _duplicated(cuts: list[Cut]) -> int:
+    """Bytes stored twice: each split weight that an unsplit reader keeps whole, once."""
+    seen: dict[tuple[object, ...], int] = {}
+    for c in cuts:
+        if c.decision.affected and c.shared_with:
+            form = c.target.form
+            key = tuple(
+                (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
+                if p.value.WhichOneof("value") == "blobFileValue"
+                else (c.target.fn.name, graph.op_name(form.op), p.key)
+                for p in form.params
+            )
+            seen[key] = form.stored_bytes
+    return sum(seen.values())
 
 
 def _decode(pkg: package.Package, cuts: list[Cut], chip: Chip) -> dict[str, float | str]:
