@@ -196,7 +196,7 @@ def test_figures_above_the_ceiling_or_off_their_own_size_are_refused(
     [
         (_set(("dram_ceiling", "value"), 0.001), "dram_ceiling.value", "below 8"),
         (_set(("dram_ceiling", "value"), 1), "dram_ceiling.value", "below 8"),
-        (_set(("dram_ceiling", "value"), 1e5), "dram_ceiling.value", "is above 503.9"),
+        (_set(("dram_ceiling", "value"), 1e5), "dram_ceiling.value", "is above 504 GB/s"),
         (_set(("prefetch_max_lines",), 65536), "prefetch_max_lines", "above 1024"),
         (_set(("prefetch_max_lines",), 384), "prefetch_max_lines", "power of two"),
         (_set(("kmem_lines",), 65536), "kmem_lines", "above 4096"),

@@ -320,7 +320,15 @@ def load(name_or_dir: str | Path | None = None, profile: str | Path | None = Non
         raise cdoc.fail(cdoc.key("unit"), f"expected 'GB/s', found {unit[:40]!r}")
     one_line = line_bytes / ns  # GB/s is bytes per ns
     top = AGG_RATE_MAX_Q16 / RATE_ONE * one_line
-    ceiling = Ceiling(cdoc.number("value", one_line, top, positive=True), source(cdoc))
+    value = cdoc.number("value", positive=True)
+    if not one_line <= value <= top:
+        why = (
+            f"below {one_line:g} GB/s, one {line_bytes}-B line per {ns:g}-ns cycle"
+            if value < one_line
+            else f"above {top:g} GB/s, what kdma_top's 22-bit aggregate-rate input holds"
+        )
+        raise cdoc.fail(cdoc.key("value"), f"{value:g} GB/s is {why}")
+    ceiling = Ceiling(value, source(cdoc))
     name = doc.string("name")
     if name != folder.name and folder.parent.resolve() == chips_dir().resolve():
         raise doc.fail("name", f"{name[:40]!r} does not match its folder {folder.name!r}")
