@@ -481,3 +481,49 @@ def test_bench_runs_its_sweeps_on_the_cluster(
     item = json.loads(out)["results"]["sweep-analytic"]
     assert "error" not in item, item
     assert item["scheduler"] == address and item["workers"] == 2
+
+
+SCHEDULER = """
+import sys, time
+from distributed import LocalCluster
+c = LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=":0")
+print(c.scheduler_address, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_scheduler_that_goes_away_is_one_line(tmp_path: Path) -> None:
+    """The cluster's process killed 5 s into a sweep that takes minutes: one line, exit 2.
+
+    Usually the command is running by then (a lost scheduler); on a slow machine
+    it may still be connecting (no answer): one line either way, never the
+    client's own tracebacks, and no output.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    sched = subprocess.Popen(
+        [sys.executable, "-c", SCHEDULER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert sched.stdout is not None
+        addr = sched.stdout.readline().strip()
+        threading.Timer(5.0, sched.kill).start()
+        argv = ["sweep", "--engine", "model", "--out", "o", "--scheduler", addr]
+        proc = subprocess.run(
+            [sys.executable, "-m", "ane_kdma.cli", *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        sched.kill()
+        sched.wait()
+    assert proc.returncode == 2 and proc.stdout == ""
+    err = _one_line(proc.stderr)
+    assert addr in err and ("went away" in err or "lost the scheduler" in err or "answers" in err)
+    assert not (tmp_path / "o").exists()

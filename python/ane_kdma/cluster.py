@@ -24,6 +24,7 @@ share one (ane_kdma.engines.verilator.cache_root).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import urllib.parse
@@ -157,11 +158,18 @@ class Cluster:
     ``--scheduler``); None asks the scheduler for its threads at each call.
     """
 
-    def __init__(self, client: Any, address: str, slots: int | None = None) -> None:
+    def __init__(
+        self,
+        client: Any,
+        address: str,
+        slots: int | None = None,
+        logs: dict[str, int] | None = None,
+    ) -> None:
         self.client = client
         self.address = address
         self.slots = slots
         self._shared: dict[int, tuple[object, Any]] = {}  # id -> (object, its future)
+        self._logs = logs or {}  # the log levels to give back at close
 
     def share(self, obj: object) -> Any:
         """`obj` on every worker, scattered once for this connection (a sweep's every call)."""
@@ -257,6 +265,8 @@ class Cluster:
         self._shared.clear()
         with suppress(Exception):
             self.client.close(timeout=CLOSE_TIMEOUT_S)
+        _restore_logs(self._logs)
+        self._logs = {}
 
     # ------------------------------------------------------------ failures
 
@@ -281,7 +291,8 @@ class Cluster:
             ) from None
         except concurrent.futures.CancelledError:
             raise ClusterError(
-                f"cluster {self.address}: the work was cancelled on the scheduler"
+                f"cluster {self.address}: the work was cancelled (the scheduler cancelled it "
+                "or went away)"
             ) from None
         except InputError:
             raise
@@ -303,10 +314,33 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+_LOGGERS = ("distributed", "tornado", "bokeh")  # dask's logging config gives each a handler
+
+
+def _quiet_logs() -> dict[str, int]:
+    """Silence dask's client-side loggers while connected; the old levels, to give back.
+
+    Why: a scheduler that goes away makes the client log tracebacks on stderr,
+    where the command says what happened in one line (ClusterError).
+    """
+    saved = {}
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger) and name.split(".")[0] in _LOGGERS and lg.handlers:
+            saved[name] = lg.level
+            lg.setLevel(logging.CRITICAL + 10)
+    return saved
+
+
+def _restore_logs(saved: dict[str, int]) -> None:
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
 def connect(address: str, slots: int | None = None, timeout: float = CONNECT_TIMEOUT_S) -> Cluster:
     """A client on the scheduler at `address`, or ClusterError (one line) within `timeout` s."""
     addr = check_address(address)
     dist = _distributed()
+    logs = _quiet_logs()
     client = dist.Client.__new__(dist.Client)
     try:
         with warnings.catch_warnings():  # version-mismatch notes: many lines, not ours to print
@@ -315,6 +349,7 @@ def connect(address: str, slots: int | None = None, timeout: float = CONNECT_TIM
     except Exception as exc:  # refused, timed out, or something that is not a scheduler
         with suppress(Exception):
             client.close(timeout=1)  # else its finaliser complains at exit
+        _restore_logs(logs)
         if isinstance(exc, OSError) and "Timed out" in str(exc):
             why = f"no Dask scheduler answers there (waited {timeout:g} s)"
         elif isinstance(exc, OSError):
@@ -322,4 +357,4 @@ def connect(address: str, slots: int | None = None, timeout: float = CONNECT_TIM
         else:  # a reply that is not dask's protocol, or one it could not read
             why = f"what answers there is not a Dask scheduler ({_one_line(exc)[:80]})"
         raise ClusterError(f"--scheduler {addr}: {why}") from None
-    return Cluster(client, addr, slots)
+    return Cluster(client, addr, slots, logs)
