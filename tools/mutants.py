@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--check", action="store_true", help="only check that every mutant applies")
     ap.add_argument("--seed", type=int, default=1, help="KDMA_SEED of every run (default 1)")
-    ap.add_argument("--transfers", type=int, default=40, help="single-core plan (default 40)")
+    ap.add_argument("--transfers", type=int, default=100, help="single-core plan (default 100)")
     ap.add_argument("--kmax", type=int, default=1, help="notch laps 0..kmax (default 1)")
     ap.add_argument("--multi-tasks", type=int, default=12, help="16-core tasks (default 12)")
     ap.add_argument("--jobs", type=int, default=2, help="mutants built and run at once")
