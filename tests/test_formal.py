@@ -21,8 +21,13 @@ from types import ModuleType
 import pytest
 
 # sby tasks of one job share a status database in the job's directory, so two
-# workers running tasks of the same job race on it: keep them on one worker.
-pytestmark = pytest.mark.xdist_group("formal")
+# workers running tasks of the same job race on it: each job's tasks stay on one
+# worker (an xdist group per job); different jobs run in parallel.
+
+
+def _job_group(job: str) -> pytest.MarkDecorator:
+    return pytest.mark.xdist_group(f"formal-{job}")
+
 
 REPO = Path(__file__).resolve().parents[1]
 FORMAL = REPO / "formal"
@@ -123,9 +128,12 @@ def witness() -> ModuleType:
 # ---------------------------------------------------------------------------
 # Proofs: the fix, and the exact shape of each buggy notch
 # ---------------------------------------------------------------------------
+PROOFS = [("fixed_proof", "prove"), ("literal_trace", "shape"), ("signed_trace", "shape")]
+
+
 @pytest.mark.parametrize(
     ("job", "task"),
-    [("fixed_proof", "prove"), ("literal_trace", "shape"), ("signed_trace", "shape")],
+    [pytest.param(job, task, marks=_job_group(job)) for job, task in PROOFS],
 )
 def test_proof_passes(sby: Sby, job: str, task: str) -> None:
     task_dir = sby.run(job, task)
@@ -190,7 +198,8 @@ COVERS: list[tuple[str, str, Callable[..., None]]] = [
 
 
 @pytest.mark.parametrize(
-    ("job", "task", "check"), COVERS, ids=[f"{job}_{task}" for job, task, _ in COVERS]
+    ("job", "task", "check"),
+    [pytest.param(*c, marks=_job_group(c[0]), id=f"{c[0]}_{c[1]}") for c in COVERS],
 )
 def test_cover_witness(
     sby: Sby, witness: ModuleType, job: str, task: str, check: Callable[..., None]
@@ -204,6 +213,7 @@ def test_cover_witness(
 # ---------------------------------------------------------------------------
 # kdma_core itself: back-to-back tasks, free memory and consumer
 # ---------------------------------------------------------------------------
+@_job_group("core_proof")  # yosys scripts, each in its own directory: kept together anyway
 def test_core_proof(sby: Sby) -> None:
     # done exactly when a task's last line is drained; only the current task's
     # lines, in order; at most KMem lines outstanding; at most two tasks.
@@ -212,6 +222,7 @@ def test_core_proof(sby: Sby) -> None:
     assert "Induction step proven: SUCCESS!" in log, log[-2000:]
 
 
+@_job_group("core_proof")
 def test_core_cover(sby: Sby, witness: ModuleType) -> None:
     # Non-vacuity: a second task streams behind the first and both complete.
     task_dir = sby.run_ys("core_proof_cover")
