@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from ane_kdma import knobs
@@ -14,3 +16,85 @@ def pytest_configure(config: pytest.Config) -> None:
         knobs.read()
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+# ------------------------------------------------- shared expensive results (issue 17)
+#
+# validate's ranking judges every fit of fits.json on every counted row (the cycle model
+# for the mechanisms without a closed form): the costliest call of the suite. Several
+# tests need the same standings (test_validate's ranking, test_calibration's committed
+# ranking, the golden `validate` and `calibrate` figures, the synthetic chip's calibrate
+# then validate). `shared_standings` lets them judge each (chip, profile, tolerances)
+# once per worker: the memo is session-wide, the patch only lasts the test that asks for
+# it (a test that changes a tolerance without asking gets the real function). The tests
+# that share it sit in the xdist group RANKING, so one worker computes it once.
+
+RANKING = "ranking"  # xdist_group of the tests that share validate's standings
+_STANDINGS: dict[str, object] = {}
+
+
+def _standing_key(chip: object, profile: object) -> str:
+    """Everything validate.standing reads: the chip but its own profile and fits (it judges
+    `profile` on chip.with_profile(profile) and the measurements of chip.path), the
+    profile, and validate's tolerances (specs.*_TOL)."""
+    import dataclasses
+
+    from ane_kdma.validate import specs
+
+    base = dataclasses.replace(chip, fitted=None, fits=())  # type: ignore[type-var]
+    tols = sorted((k, v) for k, v in vars(specs).items() if k.endswith("_TOL"))
+    return f"{base!r}\n{profile.to_json()}\n{tols!r}"  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def shared_standings(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """validate.standing memoised for the session (calibrate.rank and validate.rank call it)."""
+    import copy
+
+    from ane_kdma import validate
+
+    real = validate.standing
+
+    def standing(chip: object, profile: object) -> object:
+        key = _standing_key(chip, profile)
+        if key not in _STANDINGS:
+            _STANDINGS[key] = real(chip, profile)  # type: ignore[arg-type]
+        return copy.deepcopy(_STANDINGS[key])
+
+    monkeypatch.setattr(validate, "standing", standing)
+    return _STANDINGS
+
+
+_FITS: dict[str, object] = {}
+
+
+def _fit_once(real: Callable[..., object], chip: object, hypothesis: str, mechanism: str) -> object:
+    """real(chip, hypothesis, mechanism) (calibrate.fit), computed once per worker; a copy each
+    call, since calibrate.rank writes the standing into it."""
+    import copy
+
+    key = f"{chip!r}\n{hypothesis}\n{mechanism}"
+    if key not in _FITS:
+        _FITS[key] = real(chip, hypothesis, mechanism)
+    return copy.deepcopy(_FITS[key])
+
+
+@pytest.fixture(scope="session")
+def fit_once() -> Callable[[object, str, str], object]:
+    """calibrate.fit shared by the worker's tests (test_calibration's fit, the golden
+    `calibrate`); test_calibration's test_fit_is_deterministic still fits a second time."""
+    from ane_kdma import calibrate
+
+    real = calibrate.fit
+    return lambda chip, h, m: _fit_once(real, chip, h, m)
+
+
+@pytest.fixture
+def shared_fits(
+    monkeypatch: pytest.MonkeyPatch, fit_once: Callable[[object, str, str], object]
+) -> dict[str, object]:
+    """calibrate.fit through :func:`fit_once` for this test (calibrate.fit_all calls it)."""
+    from ane_kdma import calibrate
+
+    monkeypatch.setattr(calibrate, "fit", lambda chip, h, m, **kw: fit_once(chip, h, m))
+    return _FITS

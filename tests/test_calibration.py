@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,15 +29,19 @@ from ane_kdma.schema import Doc
 from ane_kdma.validate import specs
 
 CHIP = chips.load()
+# one worker: the fit and validate's standings are shared with test_validate's ranking and
+# the golden validate and calibrate figures (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("ranking")
 
 
 PROFILE = CHIP.profile
 
 
 @pytest.fixture(scope="module")
-def cal() -> calibrate.Calibration:
-    """The committed profile's own hypothesis x mechanism, refitted."""
-    return calibrate.fit(CHIP, PROFILE.hypothesis, PROFILE.mechanism)
+def cal(fit_once: Callable[..., calibrate.Calibration]) -> calibrate.Calibration:
+    """The committed profile's own hypothesis x mechanism, refitted (once per worker: the
+    golden `calibrate` figures share it, tests/conftest.py)."""
+    return fit_once(CHIP, PROFILE.hypothesis, PROFILE.mechanism)
 
 
 def test_committed_profile_is_the_fit(cal: calibrate.Calibration) -> None:
@@ -82,7 +87,9 @@ def _cal(profile: Profile) -> calibrate.Calibration:
     return calibrate.Calibration(profile, [], [], 0.0, 0.0, None, None, None, None, 0.0, 0.0)
 
 
-def test_committed_ranking_is_validates_and_headed_by_the_profile() -> None:
+def test_committed_ranking_is_validates_and_headed_by_the_profile(
+    shared_standings: object,
+) -> None:
     fits = _fits()
     pairs = [(f["hypothesis"], f["mechanism"]) for f in fits]
     assert set(pairs) == {(h.name, m) for h in hyps.buggy() for m in mechs.names()}
@@ -98,7 +105,10 @@ def _pairs(items: list[dict[str, object]]) -> list[tuple[object, object]]:
 
 
 def test_one_judge_a_tolerance_moves_both(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    shared_standings: object,  # keyed on the tolerances too: the changed one is judged anew
 ) -> None:
     """One tolerance changed in validate's rules: the ranking validate gives and the profile
     calibrate writes both move to the same new winner.

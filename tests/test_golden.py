@@ -48,6 +48,21 @@ def test_recorded_set_is_current() -> None:
     assert sorted(RECORDED) == sorted(" ".join(c) for c in golden.commands())
 
 
-@pytest.mark.parametrize("argv", golden.commands(), ids=lambda c: " ".join(c)[:60])
-def test_cli_output_unchanged(argv: list[str]) -> None:
+SHARED = ("validate", "calibrate")  # ranked with validate's standings: shared (conftest.py)
+
+
+def _params() -> list[object]:
+    """validate and calibrate in the xdist group of test_validate's ranking and
+    test_calibration's fit, which compute the same standings and fit."""
+    return [
+        pytest.param(c, marks=pytest.mark.xdist_group("ranking")) if c[0] in SHARED else c
+        for c in golden.commands()
+    ]
+
+
+@pytest.mark.parametrize("argv", _params(), ids=lambda c: " ".join(c)[:60])
+def test_cli_output_unchanged(argv: list[str], request: pytest.FixtureRequest) -> None:
+    if argv[0] in SHARED:
+        request.getfixturevalue("shared_standings")
+        request.getfixturevalue("shared_fits")
     _same(RECORDED[" ".join(argv)], golden.run(argv), " ".join(argv))

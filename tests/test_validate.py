@@ -101,7 +101,8 @@ def test_verdict_names_paged(report: validate.Report) -> None:
     assert report.verdict.startswith("verdict: PAGED") and "SIGNED" in report.verdict
 
 
-def test_ranking_every_fit_on_its_own_profile() -> None:
+@pytest.mark.xdist_group("ranking")  # the standings are shared (tests/conftest.py)
+def test_ranking_every_fit_on_its_own_profile(shared_standings: object) -> None:
     """The committed fits, each judged on the counted rows: the profile's pair passes them all."""
     ranked = validate.ranking(CHIP)
     assert len(ranked) == len(hyps.buggy()) * len(mechs.names())
