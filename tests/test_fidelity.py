@@ -283,3 +283,15 @@ def test_sweep_writes_table_b_beside_the_model() -> None:
     want = contract.run("analytic", h, chip, Workload.from_size(2 * MIB, chip.cores)).gbps
     assert float(rows[2][2]) == pytest.approx(want, abs=5e-4)
     assert float(rows[2][6]) == pytest.approx(float(rows[2][4]) / float(rows[2][2]), abs=2e-3)
+
+
+def test_a_profile_writes_the_starved_inputs_only_when_on() -> None:
+    """No registered mechanism takes them yet: the committed profile's JSON is unchanged, and a
+    profile with them on says so."""
+    p = chips.load("m3").profile
+    assert json.loads(p.to_json()) == json.loads((M3 / "profile.json").read_text())
+    on = json.loads(replace(p, dwarm_lines=16916, dwarm_extra_cycles=56).to_json())
+    assert (on["dwarm_lines"], on["dwarm_extra_cycles"]) == (
+        16916,
+        56,
+    ) and "dwin_step_lines" not in on

@@ -32,6 +32,13 @@ MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
 MAX_WARM_LINES = (1 << 20) - 1
 MAX_TASK_GAP_CYCLES = (1 << 16) - 1
 MAX_DWIN_STEP_LINES = (1 << 20) - 1  # the demand window's step counter is 20 bits
+#: issue 16's starved-stream inputs (docs/fidelity.md) and their off values
+STARVED_OFF = {
+    "dwin_start_lines": 0,
+    "dwin_step_lines": 1,
+    "dwarm_lines": 0,
+    "dwarm_extra_cycles": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,11 @@ class Profile:
         return cycles * self.ns_per_cycle / 1000.0
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        doc = asdict(self)
+        for name, off in STARVED_OFF.items():  # no registered mechanism takes them yet:
+            if doc[name] == off:  # written only when on, so every fitted file stays as it was
+                del doc[name]
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_doc(cls, doc: Doc) -> Profile:
