@@ -657,7 +657,7 @@ SIZES = st.one_of(
     st.text(max_size=6),
     st.lists(st.integers(0, 9), max_size=2),
 )
-JSON_VALUES = st.recursive(
+HF_DOCUMENTS = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
     lambda kids: (
         st.lists(kids, max_size=3)
@@ -709,7 +709,7 @@ def test_every_size_in_a_config_is_bounded_or_refused(over: dict, model_type: st
 
 
 @fuzz(200)
-@given(JSON_VALUES)
+@given(HF_DOCUMENTS)
 def test_any_json_document_is_a_config_or_one_line(doc: object) -> None:
     _hf_model(doc)
     if isinstance(doc, dict):
