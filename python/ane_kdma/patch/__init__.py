@@ -21,6 +21,7 @@ partial output package (:mod:`.package`).
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -98,6 +99,36 @@ class Cut:
             "time_us_after": round(d.after_us, DIGITS),
             "shared_with": self.shared_with,
         }
+
+
+def weight_of(t: Target) -> Weight:
+    """The weight as the planner sees it: its stored bits, its blocks, and its LUTs, scales
+    and offsets by where each varies (see ane_kdma.plan.weight: each task that decompresses
+    with a side tensor reads the part of it that the task's op keeps; a tensor constant along
+    Cin is kept whole in every Cin part, one constant along Cout is read by every core)."""
+    form = t.form
+    side = {"side_bits": 0, "side_whole_bits": 0, "core_bits": 0, "core_whole_bits": 0}
+    for p in form.params:
+        if p.key == form.data_key:
+            continue
+        along_out = form.blocks[p.key][t.dim_out] is not None
+        along_in = form.blocks[p.key][t.dim_in] is not None
+        key = ("side" if along_out else "core") + ("_bits" if along_in else "_whole_bits")
+        side[key] += math.prod(p.shape) * p.bits
+    per_channel = {k: -(-side[k] // t.cout) for k in ("side_bits", "side_whole_bits")}
+    return Weight(
+        t.cin,
+        t.cout,
+        t.kh,
+        t.kw,
+        form.bits,
+        cin_block=form.block_along(t.dim_in),
+        cout_block=form.block_along(t.dim_out),
+        side_bits=per_channel["side_bits"],
+        side_whole_bits=per_channel["side_whole_bits"],
+        core_bits=side["core_bits"],
+        core_whole_bits=side["core_whole_bits"],
+    )
 
 
 def _skipped(t: Target, patterns: Sequence[str]) -> str | None:
@@ -266,17 +297,7 @@ def _plan(
             if pattern is not None:
                 left.append(Left(t.name, t.op.type, f"--skip {pattern}"))
                 continue
-            form = t.form
-            w = Weight(
-                t.cin,
-                t.cout,
-                t.kh,
-                t.kw,
-                form.bits,
-                cin_block=form.block_along(t.dim_in),
-                cout_block=form.block_along(t.dim_out),
-                side_bits=-(-form.side_bytes() * 8 // t.cout),
-            )
+            w = weight_of(t)
             if w not in decided:
                 decided[w] = decide(w, chip, h, engine, marginal=marginal, axis=axis)
             d = decided[w]

@@ -118,9 +118,9 @@ def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Ca
     fallback: list[Candidate] = []
     axes = {"cout": (_cout, _cout_units), "cin": (_cin, _cin_units)}
     make, units_of = axes[check_axis(axis)]
-    units, step, bits, per = units_of(w, chip)
+    units, step, bits, per, fixed = units_of(w, chip)
     for parts in range(2, MAX_PARTS + 1):
-        near, picks = _compositions(units, parts, step, bits, chip, per)
+        near, picks = _compositions(units, parts, step, bits, chip, per, fixed)
         if near is not None:
             fallback.append(make(w, chip, near))
             picks = [near, *picks]
@@ -135,45 +135,39 @@ def candidates(w: Weight, chip: Chip, axis: str = DEFAULT_AXIS) -> tuple[list[Ca
 # ---------------------------------------------------------------- the axes
 
 
-def _cout_units(w: Weight, chip: Chip) -> tuple[int, int, int, int]:
-    """Groups, a scan step of about one line, and bits per group per core."""
+def _cout_units(w: Weight, chip: Chip) -> tuple[int, int, int, int, int]:
+    """Groups, a scan step of about one line, bits per group per core, 1, and the bits every
+    part streams whole (a compressed weight's side tensors that do not vary along Cout)."""
     bits = w.group_bits()
     step = max(1, ceil_div(8 * chip.line_bytes, bits))
     block = w.cout_block // math.gcd(w.cout_block, chip.cores)  # groups per compressed block
-    return w.groups(chip.cores), math.lcm(step, block), bits, 1
+    return w.groups(chip.cores), math.lcm(step, block), bits, 1, w.fixed_bits()
 
 
-def _cin_units(w: Weight, chip: Chip) -> tuple[int, int, int, int]:
-    """Input channels, the fewest that make whole lines, bits per channel per core, and the
-    divisor of those bits (Cin when a compressed weight's side bits are shared out over it)."""
-    bits, per = _cin_bits(w, chip)
+def _cin_units(w: Weight, chip: Chip) -> tuple[int, int, int, int, int]:
+    """Input channels, the fewest that make whole lines, bits per channel per core, the
+    divisor of those bits (Cin when a compressed weight's side bits are shared out over it),
+    and the bits every part streams whole (Weight.cin_bits)."""
+    bits, per, fixed = w.cin_bits(chip.cores)
     line_bits = 8 * chip.line_bytes * per
     step = line_bits // math.gcd(line_bits, bits)
     if step > w.cin // 2:  # side bits make whole lines rare: whole lines of the data alone
         data = w.channel_bits(chip.cores)
         step = 8 * chip.line_bytes // math.gcd(8 * chip.line_bytes, data)
-    return w.cin, math.lcm(step, w.cin_block), bits, per
-
-
-def _cin_bits(w: Weight, chip: Chip) -> tuple[int, int]:
-    """Bits per input channel per core, as a fraction (bits, per): a compressed weight's side
-    bits go with the input channels in proportion (exact for blockwise scales along Cin)."""
-    data = w.channel_bits(chip.cores)
-    if not w.side_bits:
-        return data, 1
-    return data * w.cin + w.groups(chip.cores) * w.side_bits, w.cin
+    return w.cin, math.lcm(step, w.cin_block), bits, per, fixed
 
 
 def _cout(w: Weight, chip: Chip, groups: Sequence[int]) -> Candidate:
     chans = [g * chip.cores for g in groups]
     chans[-1] = w.shard_cout - sum(chans[:-1])  # the last group may be partial
-    gb = w.group_bits()
-    return Candidate("cout", tuple(chans), tuple(ceil_div(g * gb, 8) for g in groups), w.shards)
+    gb, fixed = w.group_bits(), w.fixed_bits()
+    sizes = tuple(ceil_div(g * gb + fixed, 8) for g in groups)
+    return Candidate("cout", tuple(chans), sizes, w.shards)
 
 
 def _cin(w: Weight, chip: Chip, chans: Sequence[int]) -> Candidate:
-    cb, per = _cin_bits(w, chip)
-    sizes = tuple(ceil_div(c * cb, 8 * per) for c in chans)
+    cb, per, fixed = w.cin_bits(chip.cores)
+    sizes = tuple(ceil_div(c * cb + fixed * per, 8 * per) for c in chans)
     return Candidate("cin", tuple(chans), sizes, w.shards)
 
 
@@ -197,12 +191,19 @@ def _reshards(w: Weight, chip: Chip) -> list[Candidate]:
 
 
 def _compositions(
-    units: int, parts: int, step: int, unit_bits: int, chip: Chip, per: int = 1
+    units: int,
+    parts: int,
+    step: int,
+    unit_bits: int,
+    chip: Chip,
+    per: int = 1,
+    fixed: int = 0,
 ) -> tuple[tuple[int, ...] | None, list[tuple[int, ...]]]:
     """The near-equal cut of `units` into `parts`, and the cuts that clear the window.
 
     Every part but the last is a multiple of `step` units; a part of u units
-    streams ceil(u x unit_bits / (line bits x per)) lines.
+    streams ceil((u x unit_bits / per + fixed) / line bits) lines (`fixed`: what
+    every part reads whole, a compressed weight's LUT or scale).
     """
     line_bits = 8 * chip.line_bytes * per
     ring, win = chip.ring_lines, window_lines(chip)
@@ -224,7 +225,7 @@ def _compositions(
     r = units - rest * u
 
     def lines(n: np.ndarray) -> np.ndarray:
-        return -(-(n * unit_bits) // line_bits)
+        return -(-(n * unit_bits + fixed * per) // line_bits)
 
     margin = np.minimum(clearance(lines(u), ring), clearance(lines(r), ring))
     skew = np.abs(u - r)

@@ -13,12 +13,23 @@ group is partial and its missing channels cost nothing, so the payload counts
 whole groups. Quantised weights are taken to stream as stored (packed, then
 expanded on the core), so int8 moves half the bytes of fp16 and int4 a
 quarter; that is an assumption, not a measurement.
+
+A compressed weight (``patch`` on a palettized or quantized program) streams
+its LUTs, scales and offsets as well, as stored: each task that decompresses
+with a LUT or scale reads it. So a side tensor counts by where it varies. One
+that varies along Cout (a LUT per group of output channels, a scale per
+channel) goes with its channels, a share per output channel, as the weight's
+data does; one that does not (a per-tensor LUT or scale) is read whole by
+every core. Along Cin, one that varies (a scale per block of input channels)
+is sliced with the input channels, so a Cin part reads its share; one that
+does not is read whole by every Cin part, since the rewrite keeps it whole in
+each part's constexpr op (see :meth:`Weight.cin_bits`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,6 +39,8 @@ from ane_kdma.hw import ADDR_BITS, lap_and_offset
 
 #: stored bits per weight of each --dtype
 DTYPE_BITS = {"fp16": 16, "int8": 8, "int4": 4}
+#: a compressed weight's side-tensor fields (LUT, scale and offset bits; see Weight)
+SIDE_FIELDS = ("side_bits", "side_whole_bits", "core_bits", "core_whole_bits")
 DIM_DIGITS = 9  # no real dimension needs more; longer numbers are refused, not parsed
 _SHAPE = re.compile(rf"[0-9]{{1,{DIM_DIGITS}}}(?:[xX][0-9]{{1,{DIM_DIGITS}}}){{1,3}}")
 _DIM = re.compile(r"[0-9]+")
@@ -68,19 +81,24 @@ class Weight:
     #: along Cin or Cout falls on a multiple of these so that every part is an exact slice
     cin_block: int = 1
     cout_block: int = 1
-    #: a compressed weight's LUT, scale and offset bits per output channel (over all of Cin),
-    #: taken to stream with the channel's data, as the stored form is (an assumption)
-    side_bits: int = 0
+    #: a compressed weight's LUT, scale and offset bits, taken to stream as stored (an
+    #: assumption; see the module docstring), by where the tensor varies:
+    side_bits: int = 0  # per output channel, over all of Cin; a Cin part reads its share
+    side_whole_bits: int = 0  # per output channel; constant along Cin: every Cin part reads it
+    core_bits: int = 0  # constant along Cout (every core reads it); a Cin part reads its share
+    core_whole_bits: int = 0  # constant along both: every core and every part reads it whole
 
     def __post_init__(self) -> None:
         for name in ("cin", "cout", "kh", "kw", "bits", "shards", "cin_block", "cout_block"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise InputError(f"weight {name} {v!r} is not a positive integer")
-        if isinstance(self.side_bits, bool) or not isinstance(self.side_bits, int):
-            raise InputError(f"weight side_bits {self.side_bits!r} is not an integer")
-        if self.side_bits < 0:
-            raise InputError(f"weight side_bits {self.side_bits} is negative")
+        for name in SIDE_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise InputError(f"weight {name} {v!r} is not an integer")
+            if v < 0:
+                raise InputError(f"weight {name} {v} is negative")
         if self.shards > self.cout:
             raise InputError(f"{self.shards} shards of a {self.cout}-channel Cout")
 
@@ -95,16 +113,7 @@ class Weight:
         return ceil_div(self.cout, self.shards)
 
     def with_shards(self, shards: int) -> Weight:
-        return Weight(
-            self.cin,
-            self.cout,
-            self.kh,
-            self.kw,
-            self.bits,
-            shards,
-            self.cin_block,
-            self.cout_block,
-        )
+        return replace(self, shards=shards)
 
     def groups(self, cores: int) -> int:
         """Groups of `cores` output channels in one shard (the last may be partial)."""
@@ -113,15 +122,32 @@ class Weight:
     def group_bits(self) -> int:
         """Bits one core streams for one output channel: Cin x kernel area x bits (plus its
         LUT, scale and offset bits, for a compressed weight)."""
-        return self.cin * self.kernel * self.bits + self.side_bits
+        return self.cin * self.kernel * self.bits + self.side_bits + self.side_whole_bits
+
+    def fixed_bits(self) -> int:
+        """Bits each core streams for any task whatever its output channels: the side tensors
+        that do not vary along Cout (a per-tensor LUT or scale), read whole by every core."""
+        return self.core_bits + self.core_whole_bits
 
     def channel_bits(self, cores: int) -> int:
-        """Bits one core streams for one input channel of one shard."""
+        """Bits one core streams for one input channel of one shard (its data alone)."""
         return self.groups(cores) * self.kernel * self.bits
+
+    def cin_bits(self, cores: int) -> tuple[int, int, int]:
+        """A Cin part of c input channels streams (c x num / per + fixed) bits on each core:
+        its data and its share of the side tensors that vary along Cin (num / per bits a
+        channel), plus every side tensor that does not, whole (`fixed`: each part's op keeps
+        it whole and must read it to decompress)."""
+        data = self.channel_bits(cores)
+        shared = self.groups(cores) * self.side_bits + self.core_bits
+        fixed = self.groups(cores) * self.side_whole_bits + self.core_whole_bits
+        if not shared:
+            return data, 1, fixed
+        return data * self.cin + shared, self.cin, fixed
 
     def bytes_per_core(self, cores: int) -> int:
         """One shard's payload on each core, in bytes."""
-        return ceil_div(self.groups(cores) * self.group_bits(), 8)
+        return ceil_div(self.groups(cores) * self.group_bits() + self.fixed_bits(), 8)
 
     def check(self, chip: Chip) -> Weight:
         """A weight the size register can hold (two copies of a shard, for a sharded head)."""
