@@ -340,6 +340,19 @@ def test_anemll_lm_head_keeps_its_eight_outputs_and_cuts_each_shard_exactly(
     assert {(c["form"], c["bits"], c["shape"]) for c in doc["changed"]} == {
         (LUT, 6, f"{HIDDEN}x{SHARD}")
     }
+    # planned on what each shard stores and each part reads: 6-bit indices, a 64-entry fp16
+    # LUT per GROUP output channels going with those channels, and all of them in each Cin
+    # part (the LUTs do not vary along Cin), a share of them in each Cout part
+    lut_bits = 64 * 16 // GROUP  # per output channel
+    groups = -(-SHARD // CHIP.cores)
+    for c in doc["changed"]:
+        assert c["side_bytes"] == SHARD // GROUP * 64 * 2
+        assert c["bytes_per_core"] == -(-groups * (HIDDEN * 6 + lut_bits) // 8)
+        if axis == "cin":
+            want = [-(-groups * (n * 6 + lut_bits) // 8) for n in c["parts"]]
+        else:
+            want = [-(-(n // CHIP.cores) * (HIDDEN * 6 + lut_bits) // 8) for n in c["parts"]]
+        assert c["chunk_bytes_per_core"] == want
     a, b = load(src, cm), load(dst, cm)
     assert a.spec.description == b.spec.description  # one input, eight outputs, in order
     names = [f"logits{i}" for i in range(1, SHARDS + 1)]
