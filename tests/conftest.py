@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -98,3 +100,47 @@ def shared_fits(
 
     monkeypatch.setattr(calibrate, "fit", lambda chip, h, m, **kw: fit_once(chip, h, m))
     return _FITS
+
+
+_RUNS: dict[tuple[str, str, str, tuple[object, ...]], list[object]] = {}
+
+
+@contextlib.contextmanager
+def _runs_shared() -> Iterator[None]:
+    """contract.run_many memoised on (engine, hypothesis, chip, workloads) while the block
+    runs: the engines are deterministic (their exactness is tested on its own), so the
+    same workloads on the same chip give the same results. Not on a Dask cluster (there
+    the point is the cluster)."""
+    from ane_kdma import contract
+
+    real = contract.run_many
+
+    def run_many(
+        engine: str, hypothesis: object, chip: object, workloads: Any, jobs: int | None = None
+    ) -> list[object]:
+        if contract.current_options().cluster is not None:
+            return real(engine, hypothesis, chip, workloads, jobs)  # type: ignore[arg-type]
+        key = (engine, repr(hypothesis), repr(chip), tuple(workloads))
+        if key not in _RUNS:
+            _RUNS[key] = real(engine, hypothesis, chip, workloads, jobs)  # type: ignore[arg-type]
+        return list(_RUNS[key])  # Result is frozen: a new list is enough
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(contract, "run_many", run_many)
+        yield
+
+
+@pytest.fixture(scope="session")
+def runs_shared() -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """A block whose run_many calls share results with every other such block of the
+    worker (test_validate's report and the golden `validate`: the same rows)."""
+    return _runs_shared
+
+
+@pytest.fixture
+def shared_runs(
+    runs_shared: Callable[[], contextlib.AbstractContextManager[None]],
+) -> Iterator[None]:
+    """:func:`_runs_shared` around the whole test."""
+    with runs_shared():
+        yield

@@ -151,7 +151,10 @@ def test_one_judge_a_tolerance_moves_both(
     assert [f["shortfalls"] for f in fits] == [e["failed"] for e in after]
 
 
-def test_confirmed_against_the_cycle_model(cal: calibrate.Calibration) -> None:
+def test_confirmed_against_the_cycle_model(
+    cal: calibrate.Calibration,
+    shared_runs: None,  # the golden calibrate confirms the same fit on the same workloads
+) -> None:
     c = calibrate.confirm(CHIP, cal)
     assert c["ok"] and set(c["modes"]) == set(hyps.names())
     for h in hyps.registry():

@@ -48,7 +48,7 @@ def test_recorded_set_is_current() -> None:
     assert sorted(RECORDED) == sorted(" ".join(c) for c in golden.commands())
 
 
-SHARED = ("validate", "calibrate")  # ranked with validate's standings: shared (conftest.py)
+SHARED = ("validate", "calibrate")  # their standings, fit and runs are shared (conftest.py)
 
 
 def _params() -> list[object]:
@@ -65,4 +65,5 @@ def test_cli_output_unchanged(argv: list[str], request: pytest.FixtureRequest) -
     if argv[0] in SHARED:
         request.getfixturevalue("shared_standings")
         request.getfixturevalue("shared_fits")
+        request.getfixturevalue("shared_runs")  # test_validate's rows, calibrate's confirm
     _same(RECORDED[" ".join(argv)], golden.run(argv), " ".join(argv))

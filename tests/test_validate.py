@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 
@@ -21,11 +23,15 @@ from ane_kdma.cli import validate as validate_cmd
 from ane_kdma.errors import InputError
 
 CHIP = chips.load()
+# one worker with test_calibration and the golden validate: the ranking's standings and
+# the rows' runs are computed once there (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("ranking")
 
 
 @pytest.fixture(scope="module")
-def report() -> validate.Report:
-    return validate.validate("model", CHIP, rank=False)
+def report(runs_shared: Callable[[], AbstractContextManager[None]]) -> validate.Report:
+    with runs_shared():  # the golden `validate` runs the same rows
+        return validate.validate("model", CHIP, rank=False)
 
 
 def test_every_model_row_passes(report: validate.Report) -> None:
@@ -101,7 +107,6 @@ def test_verdict_names_paged(report: validate.Report) -> None:
     assert report.verdict.startswith("verdict: PAGED") and "SIGNED" in report.verdict
 
 
-@pytest.mark.xdist_group("ranking")  # the standings are shared (tests/conftest.py)
 def test_ranking_every_fit_on_its_own_profile(shared_standings: object) -> None:
     """The committed fits, each judged on the counted rows: the profile's pair passes them all."""
     ranked = validate.ranking(CHIP)
