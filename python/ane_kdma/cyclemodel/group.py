@@ -140,7 +140,7 @@ class Group:
         self.base = base
         self.cred_static = hyp.credit(g, base, n, 0) if hyp.static else None
         self.clo = self.chi = 0
-        if self.dwin.until:  # a page at each end shows every form's zeros (static, paged, remaining)
+        if self.dwin.until:  # a page at each end shows every form's zeros (static, paged, fix)
             pg = g.prefetch_max_lines
             ends = np.unique(np.r_[np.arange(min(n, pg)), np.arange(max(n - pg, 0), n)])
             self.starves = bool(np.any(hyp.credit_array(g, n, ends, base) == 0))
