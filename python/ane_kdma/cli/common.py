@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from ane_kdma import chip as chips
 from ane_kdma import contract
@@ -26,7 +26,7 @@ _INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[0-9][0-9_
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2
+    def error(self, message: str) -> NoReturn:  # one line, status 2
         raise InputError(message)
 
 
