@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 COMMAND_NAMES = (
@@ -58,6 +58,20 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+_interrupted: list[bool] = []  # set by _on_sigint: a Ctrl-C reached this process
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    """Python's own handler, remembering that it ran.
+
+    An import in C can swallow the KeyboardInterrupt: numpy's extension imports
+    datetime through PyCapsule_Import and turns the interrupt into an ImportError.
+    main() reads that ImportError as the Ctrl-C it is.
+    """
+    _interrupted.append(True)
+    signal.default_int_handler(signum, frame)
+
+
 def _say(message: str) -> None:
     """common.say without importing common (it may be what was interrupted)."""
     try:
@@ -80,10 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Python's own SIGINT handler raises KeyboardInterrupt (or SIGINT is ignored, as in a
     # background job: left so); the try below covers the imports of the sub-commands.
     old_term = _set_handler(signal.SIGTERM, _on_sigterm)
+    old_int = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        old_int = _set_handler(signal.SIGINT, _on_sigint)
+    _interrupted.clear()
     saved = sys.stdout
     try:
         return _main(argv, saved)
     except KeyboardInterrupt:
+        _say("interrupted")
+        return 128 + signal.SIGINT
+    except ImportError:
+        if not _interrupted:
+            raise
         _say("interrupted")
         return 128 + signal.SIGINT
     except _Terminated:
@@ -91,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         sys.stdout = saved
         _set_handler(signal.SIGTERM, old_term)
+        _set_handler(signal.SIGINT, old_int)
 
 
 def _main(argv: Sequence[str] | None, saved: Any) -> int:
