@@ -374,3 +374,17 @@ def test_the_one_geometry_and_the_one_source_parser() -> None:
     assert int(CHIP.bytes_per_core(2048, 4096)) == 1 << 20
     assert CHIP.ceiling.source.where == "shared/spec/erratum.md section 1"
     assert measured.Source is chips.Source
+
+
+def test_an_oversized_measured_file_is_named_as_a_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 5 MB table_b.json: refused unread, in a line that reads as English."""
+    folder = _copy(tmp_path, "chip.json", lambda doc: None)
+    (folder / "measured" / "table_b.json").write_bytes(b" " * (5 << 20))
+    _refused(
+        capsys,
+        ["predict", "--bytes-per-core", "1048576", "--chip", str(folder)],
+        "table_b.json",
+        "too large for a measured data file (at most",
+    )

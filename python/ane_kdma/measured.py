@@ -592,8 +592,8 @@ def load(directory: str | Path, chip: Chip) -> Measurements:
     read: dict[str, Any] = {}
     for name, reader in DATASETS.items():
         path = base / name
-        if fileio.probe(path, "measured data") is not None:  # a folder or a FIFO: refused
-            read[name] = reader(Doc.load(path, "measured data"), chip)
+        if fileio.probe(path, "measured data file") is not None:  # a folder or a FIFO: refused
+            read[name] = reader(Doc.load(path, "measured data file"), chip)
     return Measurements(
         geo=chip,
         table_a=read.get("table_a.json"),
