@@ -422,6 +422,35 @@ def test_ctrl_c_during_start_up_is_one_line_and_130(module: str) -> None:
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "ane-kdma: interrupted\n", "")
 
 
+# SIGTERM (or Ctrl-C) that lands inside ProcessPoolExecutor.submit, after the fork of the
+# workers and before the executor's manager thread starts: nobody tells the workers to
+# stop, and multiprocessing joins them at exit. validate under `timeout 120` hung so.
+_SIGNAL_WITH_IDLE_WORKERS = """
+import multiprocessing as mp, sys, time
+import ane_kdma.cli as cli
+kind = sys.argv[1]
+def stuck(argv, saved):
+    mp.get_context("fork").Process(target=time.sleep, args=(600,)).start()
+    raise cli._Terminated if kind == "term" else KeyboardInterrupt
+cli._main = stuck
+sys.exit(cli.main(["predict", "--bytes-per-core", "65536"]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "err"), [("term", 143, ""), ("int", 130, "ane-kdma: interrupted\n")]
+)
+def test_a_signal_leaves_no_worker_for_exit_to_wait_on(kind: str, status: int, err: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_WITH_IDLE_WORKERS, kind],
+        capture_output=True,
+        text=True,
+        env=_env(False),
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr, proc.stdout) == (status, err, "")
+
+
 def test_the_entry_module_imports_nothing_heavy() -> None:
     """What runs before main()'s handlers: the entry module and the standard library only."""
     code = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import suppress
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -102,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv, saved)
     except KeyboardInterrupt:
+        _stop_children()
         _say("interrupted")
         return 128 + signal.SIGINT
     except ImportError:
@@ -110,11 +112,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("interrupted")
         return 128 + signal.SIGINT
     except _Terminated:
+        _stop_children()
         return 128 + signal.SIGTERM
     finally:
         sys.stdout = saved
         _set_handler(signal.SIGTERM, old_term)
         _set_handler(signal.SIGINT, old_int)
+
+
+def _stop_children() -> None:
+    """End the worker processes a Ctrl-C or SIGTERM left behind, so that exit cannot wait on them.
+
+    A signal that lands inside ProcessPoolExecutor.submit, after the fork of its
+    workers and before its manager thread starts, leaves workers nobody tells to
+    stop; multiprocessing joins them at exit, forever. They are killed, not sent
+    SIGTERM: a forked worker has this module's SIGTERM handler and would print a
+    traceback on the way out.
+    """
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    for child in mp.active_children():
+        with suppress(OSError, ValueError, AttributeError):
+            child.kill()
+            child.join(5)
 
 
 def _main(argv: Sequence[str] | None, saved: Any) -> int:
