@@ -423,6 +423,8 @@ def test_something_else_answering_is_one_line(capsys: pytest.CaptureFixture[str]
     finally:
         srv.close()
     assert status == 2 and out == "" and f":{port}" in _one_line(err)
+    # dask's reading of the reply, cut short: marked so, and its parenthesis closed
+    assert _one_line(err).rstrip().endswith("...)"), err
 
 
 def test_the_cli_in_its_own_process_says_one_line(tmp_path: Path) -> None:

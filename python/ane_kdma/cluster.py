@@ -355,6 +355,8 @@ def connect(address: str, slots: int | None = None, timeout: float = CONNECT_TIM
         elif isinstance(exc, OSError):
             why = f"cannot reach it ({_one_line(exc)})"
         else:  # a reply that is not dask's protocol, or one it could not read
-            why = f"what answers there is not a Dask scheduler ({_one_line(exc)[:80]})"
+            said = _one_line(exc)
+            said = said if len(said) <= 80 else said[:77] + "..."
+            why = f"what answers there is not a Dask scheduler ({said})"
         raise ClusterError(f"--scheduler {addr}: {why}") from None
     return Cluster(client, addr, slots, logs)
