@@ -27,6 +27,8 @@ FILES = {
     "notch_overlay.png",
     "table_a.csv",
     "table_a.png",
+    "table_b.csv",
+    "table_b.png",
 }
 
 
