@@ -118,7 +118,7 @@ def test_an_output_that_cannot_be_written_is_one_line(pkg: Path, tmp_path: Path,
         words = "name too long"
     else:
         out = Path("/proc/out.mlpackage")
-        words = "/proc"
+        words = "/proc: cannot create the output there"
     _untouched(pkg, ["patch", str(pkg), str(out), "--engine", FAST], 2, words)
 
 

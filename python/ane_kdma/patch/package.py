@@ -230,8 +230,9 @@ def staged(out: Path) -> Iterator[Path]:
     """A hidden folder next to `out` to build the package in; renamed to `out` on success."""
     try:
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".ane-kdma-patch-"))
-    except OSError as exc:
-        raise _oserror(str(out.parent), exc) from None
+    except OSError as exc:  # e.g. /proc: there, "writable", but it takes no new folder
+        why = exc.strerror or type(exc).__name__
+        raise InputError(f"{shown(out.parent)}: cannot create the output there ({why})") from None
     try:
         build = tmp / "package"
         build.mkdir()
