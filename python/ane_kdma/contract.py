@@ -337,14 +337,6 @@ def check_jobs(jobs: int) -> int:
     return jobs
 
 
-def parse_jobs(text: str) -> int:
-    """--jobs N as the CLI reads it: a plain integer, 1..MAX_JOBS."""
-    t = text.strip()
-    if not t.lstrip("+-").isdigit() or len(t) > 12:
-        raise InputError(f"not a number of processes: {t[:24]!r}")
-    return check_jobs(int(t))
-
-
 def default_jobs() -> int:
     return min(os.cpu_count() or 1, MAX_JOBS)
 
