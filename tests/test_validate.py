@@ -61,6 +61,10 @@ def test_rows_cover_every_dataset(report: validate.Report) -> None:
         "split workaround",
         "control",
         "anemll-bench",
+        "lap time at x = 0: median over k = 1..8 of time / k",
+        "lap time at x = -256: one lap (k = 1)",
+        "Table B D = 16384 (8 MiB per core): speedup",
+        "Table C 1 MiB as 4 x 0x1000 lines",
     ):
         assert needle in names, needle
     datasets = {"table_a", "table_b", "table_c", "point_facts", "platform"}
@@ -70,14 +74,38 @@ def test_rows_cover_every_dataset(report: validate.Report) -> None:
 
 
 def test_tolerances_are_the_stated_ones(report: validate.Report) -> None:
+    """Issue 16's bands, all at once: every figure 3%, the laps 5%, the V 10% and R^2 0.98;
+    every one counted (only the anemll-bench figure, another workload, is info)."""
     tol = {r.name: r.tolerance for r in report.rows}
-    assert all("5%" in t for n, t in tol.items() if n.startswith("Table A D ="))
-    assert (
-        "3%" in tol["D = 2016 (x = -256), N = 4096"] and "3%" in tol["D = 2048 (x = 0), N = 4096"]
-    )
+    figures = [n for n in tol if n.startswith(("Table A", "Table B", "Table C", "D = 20"))]
+    assert len(figures) == 6 + 1 + 15 + 3 + 2
+    assert all(tol[n] == "+-3%" for n in figures)
+    assert [tol[n] for n in tol if n.startswith("lap time")] == ["+-5%", "+-5%"]
     slope = next(t for n, t in tol.items() if n.startswith("V slope"))
-    assert "15%" in slope and "R^2 >= 0.95" in slope
+    assert "10%" in slope and "R^2 >= 0.98" in slope and "every k and side" in slope
     assert "2%" in next(t for n, t in tol.items() if n.startswith("V recovery"))
+    assert tol["floor at x = 0, k = 1..8, rising"] == "every k in 17-19.5 GB/s, rising with k"
+    assert [r.name for r in report.rows if r.scope == "info"] == ["anemll-bench lm_head streaming"]
+
+
+def test_each_tolerance_says_where_it_comes_from() -> None:
+    """The bands and their sources, from the constants as they stand: the 3% beside the
+    replicas' own spread, computed from Table A (2.3%)."""
+    from ane_kdma.validate import specs
+
+    assert specs.replica_spread(CHIP.measured.table_a) == pytest.approx(0.0231, abs=5e-4)
+    bands = dict(validate.tolerances(CHIP.measured))
+    text = "\n".join(f"{b}: {w}" for b, w in bands.items())
+    assert "the replicas' own spread is 2.3%" in text and text.count("issue 16 point 3") == 4
+    for band in (
+        "Table A +-3%",
+        "lap times +-5%",
+        "floor 17-19.5 GB/s at every k, rising",
+        "recovery at |x| = 256 within 2% of the fix, every k",
+        "V slope +-10% of 3.18 k and R^2 >= 0.98, every k and side",
+    ):
+        assert any(b.startswith(band) for b in bands), band
+    assert all(w for w in bands.values())
 
 
 def _v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
@@ -87,6 +115,8 @@ def _v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
 
 
 def test_paged_passes_the_linear_v(report: validate.Report) -> None:
+    """The refit profile (issue 16); the committed paged x ramp fails the slope row at k = 1
+    (R^2 0.976, one arm 7.4% flat) until the calibrate helper's refit lands on this branch."""
     rows = _v_rows(report, "paged")
     assert len(rows) == 3 and all(r.passed and r.counts for r in rows.values())
 
@@ -120,6 +150,48 @@ def test_ranking_every_fit_on_its_own_profile(shared_standings: object) -> None:
     keys = [(-int(e["passed"]), round(float(e["rms_rel_err"]), 3)) for e in ranked]
     assert keys == sorted(keys)
     assert all(e["failed"] for e in ranked[1:])  # the data single out one pair
+    m = validate.margin(ranked)  # what the verdict says
+    assert m is not None and m["winner"] == f"{top['hypothesis']} x {top['mechanism']}"
+    assert m["rows"] == top["passed"] - ranked[1]["passed"] and not m["tie"]
+
+
+def _standing(h: str, m: str, passed: int, rms: float) -> validate.Standing:
+    return {
+        "hypothesis": h,
+        "mechanism": m,
+        "engine": "model",
+        "rows": 46,
+        "passed": passed,
+        "failed": [],
+        "rms_rel_err": rms,
+    }
+
+
+@pytest.mark.parametrize(
+    ("second", "rows", "points", "tie"),
+    [
+        (_standing("paged", "demand-window", 46, 0.0206), 0, 0.46, False),
+        (_standing("paged", "ramp", 35, 0.0442), 11, 2.82, False),
+        (_standing("paged", "demand-window", 46, 0.0161), 0, 0.01, True),
+    ],
+)
+def test_the_verdict_says_by_how_much_the_winner_wins(
+    second: validate.Standing, rows: int, points: float, tie: bool
+) -> None:
+    """Rows passed, then points of RMS, over the runner-up; a tie on the evidence said so."""
+    top = _standing("paged", "demand-warmup", 46, 0.0160)
+    m = validate.margin(sorted([second, top], key=validate.rank_key))
+    assert m is not None
+    assert (m["winner"], m["runner_up"]) == (
+        "paged x demand-warmup",
+        f"paged x {second['mechanism']}",
+    )
+    assert (m["rows"], m["rms_points"], m["tie"]) == (rows, points, tie)
+    text = validate.margin_text(m)
+    want = f"by {rows} row{'' if rows == 1 else 's'} and {points:.2f} points of RMS over paged x "
+    assert text.startswith(want + str(second["mechanism"]))
+    assert ("level on the evidence" in text) is tie
+    assert validate.margin([top]) is None
 
 
 def test_exit_rule() -> None:
@@ -135,8 +207,13 @@ def test_exit_rule() -> None:
 def test_render_and_json(report: validate.Report) -> None:
     text = validate.render(report, CHIP)
     assert "rule:" in text and report.verdict in text and "fail*" in text
-    doc = json.loads(json.dumps(validate.to_json(report)))
-    assert doc["exit_status"] == 0 and doc["best_hypothesis"] == "paged"
+    assert "tolerances: each band, and where it comes from" in text
+    doc = json.loads(json.dumps(validate.to_json(report, CHIP)))
+    assert doc["exit_status"] == report.exit_status and doc["best_hypothesis"] == "paged"
+    assert doc["margin"] is None  # no ranking in this report
+    assert [t["band"] for t in doc["tolerances"]] == [
+        b for b, _ in validate.tolerances(CHIP.measured)
+    ]
     for r in doc["rows"]:
         assert {"modeled", "measured", "error", "tolerance", "passed", "engine"} <= set(r)
 

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         **common.run_options(args),  # --jobs, --scheduler, quiet under --json
     )
     if args.json:
-        print(json.dumps(v.to_json(report)))
+        print(json.dumps(v.to_json(report, chip)))
     else:
         print(v.render(report, chip))
     return report.exit_status
