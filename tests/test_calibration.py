@@ -78,6 +78,58 @@ def test_fit_meets_validates_judgement(cal: calibrate.Calibration) -> None:
     assert "hand-set" in p.notes["hand_set"] and "ns_per_cycle" in p.notes["hand_set"]
 
 
+def test_problem_fits_every_dataset_and_holds_the_issue_ranges() -> None:
+    """Targets: every Table A replica, the two points, Table B's two columns and Table C's
+    rows, as times; constraints: the floor (to 19.5 GB/s, rising), nominal (rising, inside
+    45-60 with validate's 3%), the workload measured twice within 3% of both figures."""
+    meas = CHIP.measured
+    prob = calibrate.problem(CHIP, meas)
+    by = {d: [t for t in prob.targets if t.dataset == d] for d in calibrate.DATASETS}
+    assert meas.table_a is not None and meas.table_b is not None and meas.table_c is not None
+    assert len(by["table_a"]) == len(meas.table_a.replicas) * len(meas.table_a.d)
+    assert [t.name for t in by["points"]] == ["D=2016 point", "D=2048 point"]
+    assert len(by["table_b"]) == 2 * len(meas.table_b.rows)
+    assert len(by["table_c"]) == len(meas.table_c.rows)
+    chunked = [t for t in by["table_b"] if t.name.endswith("chunked")]
+    assert all(t.parts and sum(t.parts) == t.lines and not t.notch for t in chunked)
+    assert all(t.notch and not t.parts for t in by["table_b"] if t.name.endswith("unsplit"))
+    one = by["table_c"][0]  # one task of 0x4000 lines: the notch itself
+    assert one.notch and not one.parts and one.lines == CHIP.ring_lines
+    # a throughput read as a time: 16 cores x 1 MiB at 17.25 GB/s
+    assert one.measured_us == pytest.approx(16 * (1 << 20) / 17.25e3)
+    floor = [b for b in prob.bounds if b.name.startswith("floor")]
+    assert [b.lines // CHIP.ring_lines for b in floor] == list(range(1, 9))
+    g = [16 * b.bytes_per_core / (b.lo_us * 1e3) for b in floor]  # the fastest allowed
+    assert g == pytest.approx([19.0 + specs.FLOOR_SLACK_GBPS] * 8)
+    nominal = [b for b in prob.bounds if b.name.startswith("nominal")]
+    assert len(nominal) == 8 and not any(b.notch for b in nominal)
+    assert [tuple(prob.bounds[i].name for i in grp) for grp in prob.rising] == [
+        tuple(b.name for b in floor),
+        tuple(b.name for b in nominal),
+    ]
+    (twice,) = [b for b in prob.bounds if b.parts]
+    assert "Table B D=2048 chunked" in twice.name and "Table C 2 tasks" in twice.name
+    lo_g, hi_g = (16 * twice.bytes_per_core / (u * 1e3) for u in (twice.hi_us, twice.lo_us))
+    assert lo_g == pytest.approx(45.52 * 0.97) and hi_g == pytest.approx(43.5 * 1.03)
+
+    held = calibrate.problem(CHIP, meas, ("table_c",))
+    assert held.held_out == ("table_c",)
+    assert [t for t in held.targets if t.dataset == "table_c"] == []
+    assert len(held.targets) == len(prob.targets) - len(by["table_c"])
+    assert not any(b.parts for b in held.bounds)  # the twice-measured bound reads Table C
+    with pytest.raises(InputError, match="unknown dataset"):
+        calibrate.problem(CHIP, meas, ("table_d",))
+
+
+def test_starved_mechanisms_are_registered_with_their_inputs() -> None:
+    warm, win = mechs.get("demand-warmup"), mechs.get("demand-window")
+    assert warm.inputs == mechs.RAMP + ("dwarm_lines", "dwarm_extra_cycles") and warm.steps == 1
+    assert win.inputs == mechs.RAMP + ("dwin_start_lines", "dwin_step_lines") and win.steps == 1
+    assert warm.in_rtl and not win.in_rtl
+    assert not win.closed_form  # the cycle model alone follows the window that grows
+    assert warm.silicon and win.silicon and warm.summary and win.summary
+
+
 def _fits() -> list[dict[str, object]]:
     return json.loads((CHIP.path / calibrate_cmd.FITS_FILE).read_text())["fits"]
 

@@ -27,6 +27,9 @@ class Mechanism:
 
 
 RAMP = ("ramp_start_q16", "ramp_step_lines", "ramp_inc_q16")
+DWARM = ("dwarm_lines", "dwarm_extra_cycles")
+DWIN = ("dwin_start_lines", "dwin_step_lines")
+STARVED = ("demand-warmup", "demand-window")  # issue 16's starved-stream mechanisms (on RAMP)
 
 
 REGISTRY: tuple[Mechanism, ...] = (
@@ -73,6 +76,30 @@ REGISTRY: tuple[Mechanism, ...] = (
         False,
         closed_form=False,
         inputs=("task_gap_cycles",),
+    ),
+    Mechanism(
+        "demand-warmup",
+        "the governor (one step), and the demand path's warm-up: a request's first starved "
+        "lines (credit 0) see extra memory latency",
+        "the demand path's reads go out cold: no speculative read has opened the DRAM rows or "
+        "walked the translation, so a request's first demand reads pay a row miss or a "
+        "DART/TLB walk that the speculative path would have hidden (docs/fidelity.md)",
+        True,
+        steps=1,
+        closed_form=False,
+        inputs=RAMP + DWARM,
+    ),
+    Mechanism(
+        "demand-window",
+        "the governor (one step), and a demand window that grows: a request's starved lines "
+        "start with a narrow window that gains one line every few starved lines",
+        "the demand path's outstanding-read budget is raised one tag at a time while a request "
+        "keeps missing: an additive-increase stream detector on the non-speculative queue "
+        "(or read credits the fabric hands back one by one to a port it has seen stream)",
+        False,
+        steps=1,
+        closed_form=False,
+        inputs=RAMP + DWIN,
     ),
 )
 

@@ -4,6 +4,9 @@ With no --hypothesis/--mechanism every buggy hypothesis x rate mechanism is
 fitted, ranked by validate's own rows and tolerances (the ranking `validate`
 prints), the ranking goes to fits.json beside the profile, and its head
 becomes the profile. Naming both fits just that one.
+
+--hold-out DATASET fits one pair (named, or the profile's) without that
+dataset and predicts it: a test of the fit, which writes no file.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hypothesis", default=None, help=f"one of {', '.join(h.name for h in hyps.buggy())}"
     )
     sp.add_argument("--mechanism", default=None, help=f"one of {', '.join(mechs.names())}")
+    sp.add_argument(
+        "--hold-out",
+        dest="hold_out",
+        default=None,
+        metavar="DATASET",
+        help=f"fit without this dataset ({', '.join(cal_mod.DATASETS)}) and predict it; "
+        "the pair named, or the profile's; writes nothing",
+    )
     common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default=None)
     sp.set_defaults(func=run)
@@ -58,6 +69,7 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
     return {
         "status": "written by `ane-kdma calibrate` (all fits); regenerate, do not hand-edit",
         "rule": validate.RANK_RULE + "; shortfalls: the rows of validate the fit fails",
+        "margin": (cal_mod.margin(cals) or {}).get("text"),
         "fits": [
             {
                 "hypothesis": c.profile.hypothesis,
@@ -78,7 +90,33 @@ def _jobs(args: argparse.Namespace) -> dict[str, Any]:
     return common.run_options(args)  # --jobs, --scheduler, quiet under --json
 
 
+def _hold_out(args: argparse.Namespace) -> int:
+    chip = common.load_chip(args)
+    if args.out is not None:
+        raise InputError("--hold-out writes no profile: it takes no --out")
+    if args.hold_out not in cal_mod.DATASETS:
+        raise InputError(
+            f"unknown dataset {args.hold_out!r} to hold out (one of: {', '.join(cal_mod.DATASETS)})"
+        )
+    if (args.hypothesis is None) != (args.mechanism is None):
+        raise InputError("name both --hypothesis and --mechanism, or neither (the profile's)")
+    if args.hypothesis is not None:
+        h, m = hyps.get(args.hypothesis).name, mechs.get(args.mechanism).name
+    else:
+        h, m = chip.profile.hypothesis, chip.profile.mechanism
+    if not hyps.get(h).buggy:
+        raise InputError(f"{h} is the fix: calibrate fits the buggy readings")
+    held = cal_mod.hold_out(chip, h, m, (args.hold_out,), **_jobs(args))
+    if args.json:
+        print(json.dumps(cal_mod.hold_out_report(held)))
+    else:
+        print(cal_mod.render_hold_out(held))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "hold_out", None) is not None:
+        return _hold_out(args)
     chip = common.load_chip(args)
     out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
     to_stdout = str(args.out) == STDOUT
@@ -112,16 +150,22 @@ def run(args: argparse.Namespace) -> int:
         doc = fits_document(cals)
         write_atomic(out.parent / FITS_FILE, (json.dumps(doc, indent=1) + "\n").encode())
     if args.json:
-        print(json.dumps({**cal_mod.report(best), "ranking": fits_document(cals)["fits"]}))
+        doc = fits_document(cals)
+        print(json.dumps({**cal_mod.report(best), "ranking": doc["fits"], "margin": doc["margin"]}))
     else:
         print(cal_mod.render(best, str(out)))
         if len(cals) > 1:
             print("ranking (best first):")
             for c in cals:
                 slope = "-" if c.slope is None else f"{c.slope:.2f}"
+                st = c.standing or {"passed": 0, "rows": 0, "rms_rel_err": 0.0}
                 print(
-                    f"  {c.profile.hypothesis:<8} x {c.profile.mechanism:<12} "
-                    f"RMS {100 * c.rms_rel_err:5.2f}%  V slope {slope} us/line/lap  "
+                    f"  {c.profile.hypothesis:<8} x {c.profile.mechanism:<13} "
+                    f"{st['passed']:>2}/{st['rows']} rows, RMS {100 * st['rms_rel_err']:5.2f}% "
+                    f"(fit {100 * c.rms_rel_err:5.2f}%)  V slope {slope} us/line/lap  "
                     f"shortfalls: {'; '.join(cal_mod.shortfalls(c)) or 'none'}"
                 )
+            won = cal_mod.margin(cals)
+            if won is not None:
+                print(f"margin: {won['text']}")
     return 0
