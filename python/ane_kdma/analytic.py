@@ -36,6 +36,7 @@ not modeled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -388,6 +389,8 @@ def governor_grid(
     credit: np.ndarray,
     lines: np.ndarray,
     kmem_lines: int,
+    dwarm_lines: np.ndarray | int = 0,
+    dwarm_extra: np.ndarray | int = 0,
 ) -> np.ndarray:
     """One static task's cycles under a governor of `steps` equal steps, broadcast over a grid.
 
@@ -395,6 +398,12 @@ def governor_grid(
     first ramp_lines lines to `rate` (ramp_start >= rate: no ramp). What a
     calibration searches over: the longest path of :func:`static_ramp_cycles`,
     vectorised over every argument.
+
+    The demand path's warm-up (issue 16): with credit 0 every line is starved,
+    and the first `dwarm_lines` of them pop `dwarm_extra` cycles late, so a
+    round trip from one of them costs period + extra (:func:`_warm_longest`).
+    With credit, or with either input 0, the warm-up is off and the answer is
+    the one without it, to the cycle.
     """
     lat = np.maximum(np.asarray(latency, dtype=np.int64), 1)
     period = lat + 2
@@ -403,6 +412,11 @@ def governor_grid(
     step = np.maximum(np.asarray(ramp_lines, dtype=float) / steps, 1.0)
     cap = np.minimum(np.asarray(window, dtype=np.int64) + credit, kmem_lines)
     last = np.asarray(lines, dtype=np.int64) - 1
+    starved = np.asarray(credit) == 0
+    wl = np.where(starved, np.asarray(dwarm_lines, dtype=np.int64), 0)
+    ex = np.where(starved, np.asarray(dwarm_extra, dtype=np.int64), 0)
+    warm = (wl > 0) & (ex > 0)
+    wl, ex = np.where(warm, wl, 0), np.where(warm, ex, 0)
 
     def tok(i: np.ndarray) -> np.ndarray:
         i = np.asarray(i, dtype=float)
@@ -415,12 +429,81 @@ def governor_grid(
             out = out + n * RATE_ONE / rk
         return out
 
-    cands = [last % cap, last]
-    for k in range(1, steps + 1):
-        b = np.floor(k * step).astype(np.int64)
-        for bb in (b - 1, b):
-            cands.append(np.clip(bb - ((bb - last) % cap), last % cap, last))
-    best = np.full(np.broadcast(last, cap, r1, r0, step).shape, -np.inf)
-    for m in cands:
-        best = np.maximum(best, tok(m) + ((last - m) // cap) * period)
-    return np.ceil(np.maximum(best, 1) - 1e-9) + period
+    bounds = [np.floor(k * step).astype(np.int64) for k in range(1, steps + 1)]
+    if not np.any(warm):  # the governor alone: one switch from tokens to round trips
+        cands = [last % cap, last]
+        for b in bounds:
+            for bb in (b - 1, b):
+                cands.append(np.clip(bb - ((bb - last) % cap), last % cap, last))
+        best = np.full(np.broadcast(last, cap, r1, r0, step).shape, -np.inf)
+        for m in cands:
+            best = np.maximum(best, tok(m) + ((last - m) // cap) * period)
+        return np.ceil(np.maximum(best, 1) - 1e-9) + period
+    shape = np.broadcast(last, cap, r1, r0, step, period, wl, ex).shape
+    last, cap, period, wl, ex, warm = (
+        np.broadcast_to(a, shape) for a in (last, cap, period, wl, ex, warm)
+    )
+    best = _warm_longest(tok, bounds, last, cap, period, wl, ex)
+    end = np.ceil(np.maximum(best, 1) - 1e-9) + period + np.where(last < wl, ex, 0)
+    # the port pops in order: a line past the warm-up drains after the last warm one
+    prior = np.maximum(np.minimum(wl, last + 1) - 1, 0)
+    g_prior = np.ceil(np.maximum(_warm_longest(tok, bounds, prior, cap, period, wl, ex), 1) - 1e-9)
+    pops = g_prior + period + ex + (last - prior)
+    return np.maximum(end, np.where(warm & (last >= wl), pops, end))
+
+
+def _warm_longest(
+    tok: Callable[[np.ndarray], np.ndarray],
+    bounds: list[np.ndarray],
+    last: np.ndarray,
+    cap: np.ndarray,
+    period: np.ndarray,
+    wl: np.ndarray,
+    ex: np.ndarray,
+) -> np.ndarray:
+    """The longest path to line `last` when round trips from lines below wl cost period + ex.
+
+    A path is token steps (line j costs the governor's 1 / rate(j)) and round
+    trips (line j to j + cap). Seen as the token path plus a set of round
+    trips, each round trip from j gains period + ex[j < wl] - tok(j..j + cap),
+    which never falls as j grows except at wl. So the best path is at most
+    tokens, a chain of warm round trips packed as late as it can (ending by
+    wl - 1 + cap), tokens, and a chain of round trips ending at `last`; each
+    chain starts where its gains turn positive (near a rate step) or at its
+    lowest line. Every candidate is a path, so the maximum over them is exact
+    up to the token bucket's rounding.
+    """
+    lo3 = last % cap
+
+    def down(x: np.ndarray, ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The largest line <= x in ref's class mod cap, within lo..hi."""
+        return np.clip(x - ((x - ref) % cap), lo, hi)
+
+    def up(x: np.ndarray, ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return np.clip(x + ((ref - x) % cap), lo, hi)
+
+    def chain(m: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """Cost of round trips from m to n (n - m a multiple of cap)."""
+        hops = (n - m) // cap
+        w = np.clip(-(-(wl - m) // cap), 0, hops)  # hop starts below wl
+        return hops * period + w * ex
+
+    def near_steps(ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+        """Lines in ref's class mod cap around each rate step (where a chain's gains turn)."""
+        out = [lo, hi]
+        for b in bounds:
+            for bb in (b - 1, b, b + 1):
+                d = down(bb, ref, lo, hi)
+                out += [d, np.minimum(d + cap, hi)]
+        return out
+
+    # the chain ending at `last`, from m3: alone (it may reach below wl), or after the warm chain
+    m3s = near_steps(last, lo3, last) + [up(wl, last, lo3, last), up(wl - 1 + cap, last, lo3, last)]
+    ends = [tok(m3) + chain(m3, last) for m3 in m3s]
+    best = np.maximum.reduce(ends)
+    a = np.maximum(wl - 1 + cap, 0)  # the latest the warm chain can end (its last hop from wl - 1)
+    lo1 = a % cap
+    warm_chain = np.maximum.reduce([tok(m1) + chain(m1, a) for m1 in near_steps(a, lo1, a)])
+    for m3, e in zip(m3s, ends, strict=True):
+        best = np.maximum(best, np.where(m3 >= a, warm_chain - tok(a) + e, -np.inf))
+    return best
