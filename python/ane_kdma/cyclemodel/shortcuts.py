@@ -201,12 +201,16 @@ class Shortcuts(Arbiter):
         the bucket alone would grant the leader's line x + n in cycle
         t(n) = g0 + ceil((n * one - tok0) / r), for every n (the past ones too,
         if it paced them), and t(n + P) = t(n) + T with P / T = r / one in
-        lowest terms. So when the last KMem lines follow t and no gate can
-        bind (every gate looks back k lines with floor(k * one / r) >= the
-        round trip latency + 2), the leader follows t until the credit
-        pattern or the governor's rate changes. The aggregate bucket and the
-        followers see a pattern periodic in T: it is checked over at most two
-        periods, exactly, and read at the landing cycle's phase.
+        lowest terms. No gate can bind on t's own lines when every gate looks
+        back k lines with floor(k * one / r) >= the round trip latency + 2;
+        the lines before x + 1 need not follow t, only be drained before the
+        first line of t that can look back to them (so the form holds from a
+        request's first lines, and right after the governor's step, where a
+        slower rate paced the lines before). Then the leader follows t until
+        the credit pattern or the governor's rate changes. The aggregate
+        bucket and the followers see a pattern periodic in T: it is checked
+        over at most two periods, exactly, and read at the landing cycle's
+        phase (the followers' lines still due follow t exactly).
 
         `groups`: (delta, ports, round-robin table) of the leader and each follower.
         """
@@ -217,7 +221,7 @@ class Shortcuts(Arbiter):
         lines = lead.steady_lines()  # lines x + 1 .. x + lines keep the arithmetic
         lag = x + 1 - min(ys) if ys else 0
         keep = kmem + 2 + lag
-        first = x - kmem + 1
+        first = max(x - kmem + 1, 0)  # (no line before line 0: no gate looks back past it)
         if lines <= keep or lag >= kmem or not lead.settled(first) or first < lead.low:
             return False
         g0, tok0 = lead.g_prev, lead.tok_after
@@ -228,16 +232,6 @@ class Shortcuts(Arbiter):
         def at1(n: int) -> int:
             return g0 - ((tok0 - n * one) // r)
 
-        # the window the gates can see was paced by the bucket alone
-        zs = np.arange(first, x + 1, dtype=np.int64)
-        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
-        grants = seen["grant"]
-        if not (
-            np.array_equal(grants, at(zs - x))
-            and np.array_equal(seen["pop"], grants + lat)
-            and np.array_equal(seen["drain"], grants + lat + 1)
-        ):
-            return False
         # no gate can bind: the nearest line each one looks back to, in lines
         period = lead.period
         pat = lead.hyp.credit_array(
@@ -248,7 +242,24 @@ class Shortcuts(Arbiter):
         if demand.any():  # the demand path: back to the window-th demand line before
             tiled = np.flatnonzero(np.tile(demand, lead.window // int(demand.sum()) + 2))
             reach = min(reach, int((tiled[lead.window :] - tiled[: -lead.window]).min()))
-        if reach * one // r < lat + 2:
+        if reach * one // r < lat + 2:  # (t's own lines: t(n) - t(n - reach) >= that)
+            return False
+        # the lines the gates can still see: each one drained before the first line of t
+        # that can look back to it (so whatever paced them: the bucket alone, a slower rate
+        # before the governor's step, the first line's full bank; and no line before line
+        # 0), the last one popped and drained before t's first line is; the lines the
+        # followers have still to grant follow t exactly
+        zs = np.arange(first, x + 1, dtype=np.int64)
+        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
+        grants, pops = seen["grant"], seen["pop"]
+        t1 = at1(1)
+        lagging = max(min(ys), first) - first if ys else zs.size
+        if not (
+            np.all(seen["drain"] < at(np.maximum(zs - x + reach, 1)))
+            and pops[-1] < t1 + lat
+            and seen["drain"][-1] <= t1 + lat
+            and np.array_equal(grants[lagging:], at(zs[lagging:] - x))
+        ):
             return False
         # the aggregate bucket over the pattern's period (two if the first differs): refusals
         unit = np.gcd(r, one)
@@ -306,10 +317,12 @@ class Shortcuts(Arbiter):
                 ok = lo_n <= hi_n
                 dz += int((at(hi_n[ok]) - at(lo_n[ok] - 1)).sum())
                 j = k
-        span = min(lines, p_lines + 2)
+        # (the window seen, then t: periodic once a line's last KMem lines all follow t)
+        span = min(lines, kmem + p_lines + 2)
         n = np.arange(1, span + 1, dtype=np.int64)
-        past = at(np.arange(1 - kmem, span + 1, dtype=np.int64))
-        inflight = n + kmem - np.searchsorted(past, at(n) - lat, side="right")
+        fut = at(n)
+        popped = np.concatenate((pops, fut + lat))  # (ascending: the port pops in order)
+        inflight = n + pops.size - np.searchsorted(popped, fut, side="right")
         peak = max(int(inflight.max()), int(lead.ring.peak[x & lead.ring.mask]))
         # land on line x + lines: its window, from the closed form
         t_n = np.arange(lines - keep + 1, lines + 1, dtype=np.int64)
