@@ -31,7 +31,11 @@
 //     never exceed KMem (1024 lines), and the core's own `outstanding`
 //     equals that count; a line is drained only after it was returned;
 //   - a task is taken only when the current one is fully issued and no older
-//     task is left (at most two tasks in the core), and always when idle.
+//     task is left (at most two tasks in the core), and always when idle;
+//   - the demand path's warm-up: a read carries the extra latency exactly
+//     when it is starved (credit 0) and fewer than dwarm_lines starved reads
+//     were granted since the request started (a task taken while idle), else
+//     none (dwarm_lines held for the trace, as a run-time setting is).
 // The core's own immediate assertions sit under `ifndef SYNTHESIS`, which
 // read_slang defines (and yosys-slang cannot lower them inside the core's
 // async-reset always_ff); they are restated here. The helper invariants at the
@@ -54,6 +58,8 @@ module kdma_formal_core
   input wire        req_ready_i,   // memory accepts the read request
   input wire        resp_valid_i,  // memory returns the oldest outstanding read
   input wire        kmem_ready_i,  // consumer drains one KMem line
+  input wire [31:0] dwarm_lines_i, // demand path's warm-up: starved lines (held for the trace)
+  input wire [31:0] dwarm_extra_i, // ... and their extra latency (free)
   // ---- Witness for the non-vacuity run ----
   output wire       witness_o      // a second task was taken while the first
                                    //   still drained, and both are done
@@ -99,6 +105,7 @@ module kdma_formal_core
   // ---------------------------------------------------------------------------
   logic                      ready, idle, done, req_valid, kmem_valid;
   logic [LINE_ADDR_BITS-1:0] req_addr;
+  logic [DWARM_EXTRA_BITS-1:0] req_extra;
   logic [COUNT_BITS-1:0]     issued, consumed;
 
   kdma_core #(
@@ -112,6 +119,8 @@ module kdma_formal_core
     .ramp_step_i         ('0),
     .ramp_inc_i          ('0),
     .rate_o              (),
+    .dwarm_lines_i       (dwarm_lines_i[DWARM_LINES_BITS-1:0]),  // free: only req_extra_o reads it
+    .dwarm_extra_i       (dwarm_extra_i[DWARM_EXTRA_BITS-1:0]),
     .start_i             (start),
     .base_addr_i         (base_addr),
     .size_bytes_i        (size_bytes),
@@ -124,6 +133,7 @@ module kdma_formal_core
     .req_valid_o         (req_valid),
     .req_ready_i         (req_ready),
     .req_addr_o          (req_addr),
+    .req_extra_o         (req_extra),
     .resp_valid_i        (resp_valid),
     .resp_addr_i         ('0),
     .resp_data_i         ('0),
@@ -201,11 +211,35 @@ module kdma_formal_core
   end
 
   // ---------------------------------------------------------------------------
+  // The demand path's warm-up, stated from the interface: the starved reads
+  // granted since the request started, held once above any dwarm_lines
+  // ---------------------------------------------------------------------------
+  localparam int WBits = DWARM_LINES_BITS + 1;
+  logic [DWARM_LINES_BITS-1:0] dwarm_lines, h_dwarm_lines_q;  // the setting; as last cycle
+  logic [DWARM_EXTRA_BITS-1:0] dwarm_extra;
+  logic [WBits-1:0]            h_starved_q;
+  logic                        starved;   // the next read has no credit
+
+  assign dwarm_lines = dwarm_lines_i[DWARM_LINES_BITS-1:0];
+  assign dwarm_extra = dwarm_extra_i[DWARM_EXTRA_BITS-1:0];
+  assign starved     = (u_core.credit == '0);
+
+  always_ff @(posedge clk_i) begin
+    h_dwarm_lines_q <= dwarm_lines;
+    if (!rst_nq || (accept && idle)) begin
+      h_starved_q <= '0;
+    end else if (issue && starved && (h_starved_q != {WBits{1'b1}})) begin
+      h_starved_q <= h_starved_q + 1'b1;
+    end
+  end
+
+  // ---------------------------------------------------------------------------
   // Assumptions: the window setting and an in-order memory that answers only
   // reads it was asked for
   // ---------------------------------------------------------------------------
   always_comb begin
     assume (window_i <= 32'(KMEM_LINES));
+    if (rst_nq) assume (dwarm_lines == h_dwarm_lines_q);  // a run-time setting holds steady
     if (rst_nq) begin
       if (resp_valid) assume (h_mem_q != '0);
     end else begin
@@ -241,6 +275,9 @@ module kdma_formal_core
       end
       if (!h_cur_valid && (h_tail_left == '0)) assert (ready && idle);
       assert (idle == (!h_cur_valid && (h_tail_left == '0)));
+      // The warm-up: the extra latency on exactly the request's first starved reads.
+      if (starved && (h_starved_q < WBits'(dwarm_lines))) assert (req_extra == dwarm_extra);
+      else                                                 assert (req_extra == '0);
     end
   end
 
@@ -278,6 +315,8 @@ module kdma_formal_core
       assert (HBits'(u_core.inflight_q) == h_mem_q);
       assert (HBits'(u_core.kmem_count_q) == h_kmem_q);
       assert (u_core.done_q == h_done_q);
+      assert (WBits'(u_core.dwarm_cnt_q) == ((h_starved_q < WBits'(dwarm_lines)) ? h_starved_q
+                                                                               : WBits'(dwarm_lines)));
     end
   end
 

@@ -32,6 +32,12 @@ module kdma_core
   input  logic [kdma_pkg::RAMP_STEP_BITS-1:0] ramp_step_i,
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]   ramp_inc_i,
   output logic [kdma_pkg::RATE_FRAC_BITS:0]   rate_o,     // this core's token refill, Q.16
+  // The demand path's warm-up: a starved line (credit 0) granted while fewer
+  // than dwarm_lines_i starved lines have been granted in this request pops
+  // dwarm_extra_i cycles later than the memory's latency (req_extra_o). Either
+  // at 0 turns it off.
+  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0] dwarm_lines_i,
+  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0] dwarm_extra_i,
 
   // ---- Task interface ----
   input  logic                  start_i,        // taken when ready_o is high
@@ -49,6 +55,7 @@ module kdma_core
   output logic                      req_valid_o,
   input  logic                      req_ready_i,
   output logic [kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_o,
+  output logic [kdma_pkg::DWARM_EXTRA_BITS-1:0] req_extra_o, // the read's extra latency, cycles
   input  logic                      resp_valid_i,
   input  logic [kdma_pkg::LINE_ADDR_BITS-1:0] resp_addr_i,
   input  logic [kdma_pkg::LINE_BITS-1:0]      resp_data_i,
@@ -196,6 +203,29 @@ module kdma_core
       end else begin
         step_cnt_q <= step_cnt_q + 1'b1;
       end
+    end
+  end
+
+  // ---------------------------------------------------------------------------
+  // The demand path's warm-up: dwarm_cnt_q counts the starved lines granted in
+  // this request (a task taken while idle clears it) and holds at
+  // dwarm_lines_i. A starved line granted below it carries the extra latency
+  // to the memory, which keeps its port in order (the line pops no earlier
+  // than the one before it).
+  // ---------------------------------------------------------------------------
+  logic [DWARM_LINES_BITS-1:0] dwarm_cnt_q;
+  logic                        dwarm_hot;   // the next line, if granted, is one of the warm-up
+
+  assign dwarm_hot   = (credit == '0) && (dwarm_cnt_q < dwarm_lines_i);
+  assign req_extra_o = dwarm_hot ? dwarm_extra_i : '0;
+
+  always_ff @(posedge clk_i or negedge rst_ni) begin
+    if (!rst_ni) begin
+      dwarm_cnt_q <= '0;
+    end else if (accept && !busy) begin  // a request starts
+      dwarm_cnt_q <= '0;
+    end else if (grant && dwarm_hot) begin
+      dwarm_cnt_q <= dwarm_cnt_q + 1'b1;
     end
   end
 

@@ -7,7 +7,8 @@ module kdma_mem_model
 #(
   // Number of request/response ports (one per core).
   parameter int NumCores = 1,
-  // Largest latency the run-time input may ask for, in cycles.
+  // Largest latency the run-time input may ask for, in cycles (a request's
+  // extra latency, up to 2^DWARM_EXTRA_BITS - 1, comes on top).
   parameter int MaxLatencyCycles = 4095,
   // Requests each port may have outstanding (the core caps itself lower).
   parameter int DepthLines = kdma_pkg::KMEM_LINES,
@@ -34,6 +35,9 @@ module kdma_mem_model
   input  logic [NumCores-1:0]                     req_valid_i,
   output logic [NumCores-1:0]                     req_ready_o,  // the grant
   input  logic [NumCores-1:0][kdma_pkg::LINE_ADDR_BITS-1:0] req_addr_i,
+  // Cycles this request's response comes later than latency_i (the demand
+  // path's warm-up); the port stays in order, so a line behind it waits too.
+  input  logic [NumCores-1:0][kdma_pkg::DWARM_EXTRA_BITS-1:0] req_extra_i,
 
   // ---- Responses, in request order, no back-pressure ----
   output logic [NumCores-1:0]                     resp_valid_o,
@@ -44,7 +48,11 @@ module kdma_mem_model
   import kdma_pkg::*;
 
   localparam int LatBits   = $clog2(MaxLatencyCycles + 1);
-  localparam int TsBits    = LatBits + 1;        // wrap-safe due-time compare
+  // A due time is at most latency + extra ahead, and the head of a port is at
+  // most one extra latency overdue (a line waits behind a slower one before
+  // it): one bit for the sum, one for the sign keep the compare wrap-safe.
+  localparam int DelayBits = ((LatBits > DWARM_EXTRA_BITS) ? LatBits : DWARM_EXTRA_BITS) + 1;
+  localparam int TsBits    = DelayBits + 1;
   localparam int PtrBits   = $clog2(DepthLines);
   localparam int CoreBits  = (NumCores > 1) ? $clog2(NumCores) : 1;
   localparam int AccBits   = RATE_FRAC_BITS + 6; // holds bank (<= 1.0) + agg rate
@@ -128,7 +136,7 @@ module kdma_mem_model
     assign resp_valid_o[c] = pop;
 
     always_ff @(posedge clk_i) begin
-      if (grant[c]) due_mem[wr_q] <= now_q + TsBits'(latency_i);
+      if (grant[c]) due_mem[wr_q] <= now_q + TsBits'(latency_i) + TsBits'(req_extra_i[c]);
     end
 
     // The payload: each response's line address, and its test data.

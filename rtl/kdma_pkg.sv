@@ -26,6 +26,12 @@ package kdma_pkg;
   localparam int RATE_ONE = 1 << RATE_FRAC_BITS;
   // The issue-rate governor counts granted lines per step in this many bits.
   localparam int RAMP_STEP_BITS = 20;
+  // The demand path's warm-up (issue 16): each core counts the starved lines
+  // (credit 0) granted since its request started in this many bits ...
+  localparam int DWARM_LINES_BITS = 20;
+  // ... and a starved line of the warm-up pops up to 2^DWARM_EXTRA_BITS - 1
+  // cycles later than the memory's latency.
+  localparam int DWARM_EXTRA_BITS = 12;
 
   // Credit modes are coded in this many bits: room for eight readings (four are used).
   localparam int CREDIT_MODE_BITS = 3;

@@ -37,6 +37,10 @@ module kdma_top
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_start_i,
   input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]             ramp_step_i,
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_inc_i,
+  // The demand path's warm-up of every core (see kdma_core): a request's first
+  // dwarm_lines_i starved lines pop dwarm_extra_i cycles late. 0: off.
+  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]           dwarm_lines_i,
+  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]           dwarm_extra_i,
 
   // ---- Task: one (base, size) per core; disabled cores sit out ----
   // A task may be taken while the previous one drains (same cores enabled,
@@ -72,6 +76,7 @@ module kdma_top
 
   logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle, core_ready;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
+  logic [NumCores-1:0][DWARM_EXTRA_BITS-1:0] req_extra;  // each read's extra latency
   logic [NumCores-1:0][LINE_BITS-1:0]      resp_data;
   logic [NumCores-1:0][RATE_FRAC_BITS:0]   core_rate;   // each core's governed refill
   logic [NumCores-1:0]                     prev_q, cur_q;       // cores still on each task
@@ -100,6 +105,8 @@ module kdma_top
       .ramp_step_i,
       .ramp_inc_i,
       .rate_o              (core_rate[c]),
+      .dwarm_lines_i,
+      .dwarm_extra_i,
       .start_i             (accept && core_en_i[c]),
       .base_addr_i         (base_addr_i[c]),
       .size_bytes_i        (size_bytes_i[c]),
@@ -112,6 +119,7 @@ module kdma_top
       .req_valid_o         (req_valid[c]),
       .req_ready_i         (req_ready[c]),
       .req_addr_o          (req_addr[c]),
+      .req_extra_o         (req_extra[c]),
       .resp_valid_i        (resp_valid[c]),
       .resp_addr_i         (resp_addr[c]),
       .resp_data_i         (resp_data[c]),
@@ -142,6 +150,7 @@ module kdma_top
     .req_valid_i (req_valid),
     .req_ready_o (req_ready),
     .req_addr_i  (req_addr),
+    .req_extra_i (req_extra),
     .resp_valid_o(resp_valid),
     .resp_addr_o (resp_addr),
     .resp_data_o (resp_data)

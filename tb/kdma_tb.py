@@ -155,6 +155,8 @@ def apply_settings(dut, build: Build, s: cm.Settings) -> None:
     dut.ramp_start_i.value = s.ramp_start_q16
     dut.ramp_step_i.value = s.ramp_step_lines
     dut.ramp_inc_i.value = s.ramp_inc_q16
+    dut.dwarm_lines_i.value = s.dwarm_lines
+    dut.dwarm_extra_i.value = s.dwarm_extra_cycles
 
 
 def checker_error(dut) -> str:

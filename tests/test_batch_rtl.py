@@ -4,8 +4,10 @@ Seeded random workloads (KDMA_SEED replays one): per-core sizes at k x 0x4000
 lines and near misses, split into back-to-back tasks of unequal sizes, 1..16
 enabled cores, partial and unaligned sizes, bases anywhere (the top of the
 address space too), under random run-time settings with and without the
-issue-rate governor's ramp, on every hypothesis the RTL builds. Exact
-equality of every counter, never a tolerance.
+issue-rate governor's ramp and the demand path's warm-up (its length from
+0 to longer than a request, its extra latency up to the port's top, with the
+memory latency near its own top too), on every hypothesis the RTL builds.
+Exact equality of every counter, never a tolerance.
 
 The engine runs the counters-only RTL build (``Payload = 0``); the same seeded
 set on the full build (the testbenches' datapath) must give the same counters.
@@ -29,7 +31,8 @@ from ane_kdma.contract import Counters, Task, Workload
 from ane_kdma.engines import verilator as vb
 from ane_kdma.engines.model import counters_of
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from ane_kdma.profile import MAX_LATENCY_CYCLES
 
 CHIP = chips.load()
 RING = CHIP.ring_lines
@@ -55,8 +58,24 @@ def _toolchain_or_skip() -> None:
         pytest.skip(str(exc))
 
 
+#: the demand path's warm-up inputs' ranges (kdma_pkg's widths)
+DWARM_LINES_TOP = (1 << DWARM_LINES_BITS) - 1
+DWARM_EXTRA_TOP = (1 << DWARM_EXTRA_BITS) - 1
+
+
+def _warmup(rng: random.Random) -> dict[str, int]:
+    """The demand path's warm-up in about half of the jobs: a few starved lines, a request's
+    worth, more than any request here has (so it never ends), or none with extra latency."""
+    if rng.random() < 0.35:
+        return {}
+    lines = rng.choice(
+        (rng.randint(1, 64), rng.randint(1, 4 * RING), rng.randint(3 * RING, DWARM_LINES_TOP), 0)
+    )
+    return {"dwarm_lines": lines, "dwarm_extra_cycles": rng.randint(1, 300)}
+
+
 def _settings(rng: random.Random) -> cm.Settings:
-    if rng.random() < 0.2:
+    if rng.random() < 0.15:
         return CHIP.settings  # the fitted profile: a stepped ramp
     rate = rng.randrange(RATE_ONE // 8, RATE_ONE + 1)
     ramp = {}
@@ -66,19 +85,30 @@ def _settings(rng: random.Random) -> cm.Settings:
             "ramp_step_lines": rng.randrange(1, 9000),
             "ramp_inc_q16": rng.randrange(1, RATE_ONE // 4),
         }
+    latency, window, warm = rng.randrange(1, 600), rng.randrange(1, 300), _warmup(rng)
+    if rng.random() < 0.08:  # both latencies near their tops: a due time 2^13 cycles ahead
+        latency = rng.randint(MAX_LATENCY_CYCLES - 300, MAX_LATENCY_CYCLES)
+        window = rng.randint(200, 300)
+        warm = {
+            "dwarm_lines": rng.randint(1, DWARM_LINES_TOP),
+            "dwarm_extra_cycles": rng.randint(DWARM_EXTRA_TOP - 300, DWARM_EXTRA_TOP),
+        }
     return cm.Settings(
-        latency=rng.randrange(1, 600),
-        window=rng.randrange(1, 300),
+        latency=latency,
+        window=window,
         core_rate_q16=rate,
         agg_rate_q16=rng.randrange(RATE_ONE // 2, 16 * RATE_ONE),
         **ramp,
+        **warm,
     )
 
 
-def _lines(rng: random.Random, big: bool) -> int:
+def _lines(rng: random.Random, big: bool, starve: bool = False) -> int:
     if big:
         k = rng.randint(1, 2)
         x = rng.choice((0, 0, -1, 1, -32, 32, rng.randint(-300, 300)))
+        if starve and rng.random() < 0.5:
+            x = 0  # every line starved in the one-path readings
         return k * RING + x
     return rng.randint(1, 3000)
 
@@ -90,16 +120,17 @@ def _parts(rng: random.Random, lines: int, steps: int) -> list[int]:
     return [b - a for a, b in zip([0, *cuts], [*cuts, lines], strict=True)]
 
 
-def _workload(rng: random.Random, cores: int) -> Workload:
+def _workload(rng: random.Random, cores: int, starve: bool = False) -> Workload:
+    """starve: sizes near the notch more often (the warm-up acts on starved lines only)."""
     enabled = set(rng.sample(range(cores), rng.randint(1, cores)))
-    steps = rng.randint(1, 4)
-    big = rng.random() < 0.4 and cores <= 5 or rng.random() < 0.15
+    steps = 1 if starve and rng.random() < 0.6 else rng.randint(1, 4)
+    big = rng.random() < (0.4 + 0.5 * starve) and cores <= 5 or rng.random() < 0.15
     seqs: list[tuple[Task, ...] | None] = []
     for c in range(cores):
         if c not in enabled:
             seqs.append(None)
             continue
-        lines = max(steps, _lines(rng, big))
+        lines = max(steps, _lines(rng, big, starve))
         line = rng.choice((rng.randrange(LINE_SPACE), LINE_SPACE - rng.randint(1, 500), 0))
         seq = []
         for n in _parts(rng, lines, steps):
@@ -113,11 +144,34 @@ def _workload(rng: random.Random, cores: int) -> Workload:
 
 def _jobs(h: hyps.Hypothesis, cores: int, count: int) -> list[tuple[cm.Settings, Workload]]:
     rng = random.Random(f"{SEED}-{h.name}-{cores}")
-    return [(_settings(rng), _workload(rng, cores)) for _ in range(count)]
+    jobs = []
+    for _ in range(count):
+        s = _settings(rng)
+        jobs.append((s, _workload(rng, cores, s.dwarm)))
+    return jobs
+
+
+#: a latency-bound starved stream whose first 5000 lines pay 66 cycles more: the job where
+#: the warm-up must show in every reading that starves at the notch (all but the fix)
+WARM = cm.Settings(
+    latency=300,
+    window=40,
+    core_rate_q16=RATE_ONE,
+    agg_rate_q16=16 * RATE_ONE,
+    dwarm_lines=5000,
+    dwarm_extra_cycles=66,
+)
+
+
+def _warm_job(cores: int) -> tuple[cm.Settings, Workload]:
+    """One lap at x = 0 on the first and last core (the same core in a one-core build)."""
+    lap = Task(0, RING * LINE_BYTES)
+    seqs = [(lap,) if c in (0, cores - 1) else None for c in range(cores)]
+    return WARM, Workload(tuple(seqs))
 
 
 def _seeded_set(h: hyps.Hypothesis, cores: int) -> list[tuple[cm.Settings, Workload]]:
-    return _jobs(h, cores, 12 if cores <= 5 else 8)
+    return [*_jobs(h, cores, 12 if cores <= 5 else 8), _warm_job(cores)]
 
 
 def _model(h: hyps.Hypothesis, s: cm.Settings, w: Workload) -> Counters:
@@ -137,6 +191,11 @@ def test_batch_rtl_equals_the_cycle_model(h: hyps.Hypothesis, cores: int) -> Non
     for (s, w), g in zip(jobs, got, strict=True):
         bad = g.mismatches(_model(h, s, w), "batch RTL", "model")
         assert not bad, f"seed {SEED}, {h.name}, {s}, {w}: " + "; ".join(bad)
+    # the warm-up job: its counters are not those of the same job with the warm-up off,
+    # except on the fix, which never starves a line
+    s, w = jobs[-1]
+    off = _model(h, replace(s, dwarm_lines=0, dwarm_extra_cycles=0), w)
+    assert (got[-1] == off) == (h.name == "fixed"), (h.name, got[-1], off)
 
 
 @pytest.mark.parametrize(("h", "cores"), PAYLOAD_BUILDS, ids=lambda v: getattr(v, "name", str(v)))

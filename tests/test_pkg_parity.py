@@ -137,6 +137,10 @@ MIRRORS: dict[str, Callable[[], list[int]]] = {
     "RATE_ONE": lambda: [hw.RATE_ONE],
     # the governor's step counter: the profile's largest ramp step
     "RAMP_STEP_BITS": lambda: [profile.MAX_RAMP_STEP_LINES.bit_length()],
+    # the demand path's warm-up: the starved-line counter holds the profile's longest
+    # warm-up, and the extra-latency port its largest extra (the latency's own range)
+    "DWARM_LINES_BITS": lambda: [hw.DWARM_LINES_BITS, profile.MAX_WARM_LINES.bit_length()],
+    "DWARM_EXTRA_BITS": lambda: [hw.DWARM_EXTRA_BITS, profile.MAX_LATENCY_CYCLES.bit_length()],
     "CREDIT_MODE_BITS": lambda: [hw.CREDIT_MODE_BITS, MODE_WIDTH],
     "CREDIT_MODES": lambda: [1 << hw.CREDIT_MODE_BITS],
     # one bit per reading whose Hypothesis.paths is "split"

@@ -36,6 +36,7 @@ not modeled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 
@@ -58,10 +59,9 @@ def check_settings(s: Settings) -> None:
             "the analytic engine has no closed form for a memory warm-up or a per-task cost; "
             "use --engine model"
         )
-    if s.dwin or s.dwarm:  # issue 16's starved-stream mechanisms: the cycle model has them
+    if s.dwin:  # issue 16's runner-up: the cycle model has it
         raise InputError(
-            "the analytic engine has no closed form for the demand window or the demand "
-            "path's warm-up; use --engine model"
+            "the analytic engine has no closed form for the demand window; use --engine model"
         )
 
 
@@ -153,20 +153,51 @@ def static_ramp_cycles(s: Settings, cap: np.ndarray, lines: np.ndarray) -> np.nd
     return np.ceil(np.maximum(best, 1) - 1e-9) + period
 
 
+def static_warm_cycles(s: Settings, cap: np.ndarray, lines: np.ndarray) -> np.ndarray:
+    """One static task with credit 0 under the demand path's warm-up (and the governor).
+
+    Every line is starved, so the first ``dwarm_lines`` round trips cost
+    ``dwarm_extra_cycles`` more: the longest path of :func:`_warm_longest`
+    with the governor's fluid token path (within a cycle per rate step).
+    """
+    last = np.asarray(lines, dtype=np.int64) - 1
+    cap = np.asarray(cap, dtype=np.int64)
+
+    def tok(i: np.ndarray) -> np.ndarray:
+        return token_time(s, i)
+
+    shape = np.broadcast(last, cap).shape
+    full = [np.full(shape, first, dtype=np.int64) for first, _ in phases(s)[1:]]
+    period = np.full(shape, max(s.latency, 1) + 2, dtype=np.int64)
+    wl = np.full(shape, s.dwarm_lines, dtype=np.int64)
+    ex = np.full(shape, s.dwarm_extra_cycles, dtype=np.int64)
+    last, cap = np.broadcast_to(last, shape), np.broadcast_to(cap, shape)
+    return _warm_end(tok, full, last, cap, period, wl, ex, np.ones(shape, dtype=bool))
+
+
 def _stretch(
     buf: np.ndarray | None,
     entry: np.ndarray,
     cap: np.ndarray,
     t: np.ndarray,
     inv_r_rows: np.ndarray,
-    period: int,
+    period: int | np.ndarray,
+    period_in: int | None = None,
 ) -> np.ndarray:
     """G at offsets t (>= 0) of a constant-cap stretch, from the lines before it.
 
     buf[:, -1] is the line just before the stretch (None: nothing before it);
     entry is the earliest the first line may go by the token path or the task
     floor; inv_r_rows is each row's cycles per line on the token path.
+    period is the round trip from a line of the stretch (an int, or one per
+    row: the demand path's warm-up); period_in (default: period) the round
+    trip from a line of buf, whose values then carry any extra of their own.
     """
+    if period_in is None:
+        assert isinstance(period, int)
+        period_in = period
+    if not isinstance(period, int):
+        period = np.asarray(period)[:, None]
     c = cap[:, None]
     inv_r = inv_r_rows[:, None]
     h, u = t // c, t % c
@@ -187,7 +218,7 @@ def _stretch(
     )
     wrap = (h - 1) * period + (c + u) * inv_r + np.take_along_axis(suf_next, uu, axis=1)
     hop = np.maximum(hop, np.where(h >= 1, wrap, -np.inf))
-    return np.maximum(g, period + hop)
+    return np.maximum(g, period_in + hop)
 
 
 def _pieces(
@@ -196,6 +227,10 @@ def _pieces(
     """Cycles (the top's count for one core) of each row's tasks issued back to back.
 
     pieces[r, j] is the line count of row r's task j; starts[r, j] its start line.
+    The demand path's warm-up (issue 16) is a phase: a starved task's lines
+    until the request's ``dwarm_lines``-th starved line form a stretch of their
+    own whose round trip costs ``dwarm_extra_cycles`` more, and every line
+    keeps its extra (xbuf) for the round trips that start from it later.
     """
     k, split = pieces.shape
     period = max(s.latency, 1) + 2
@@ -207,49 +242,113 @@ def _pieces(
     remaining = hyp.progress == "remaining"
     body_cap = min(s.window + int(hyp.credit_array(g, clamp, 0)), g.kmem_lines)
     hist = min(s.window + clamp, g.kmem_lines)  # the largest cap: every path passes here
+    warm_lines = s.dwarm_lines if s.dwarm else 0
+    extra = s.dwarm_extra_cycles if s.dwarm else 0
+    tail_cred = hyp.credit_array(g, np.arange(tail_lines + 1), 0) if remaining else None
     buf: np.ndarray | None = None  # G of the last `hist` lines before the piece
+    xbuf = np.zeros((k, hist))  # their extra latency (the warm-up), for round trips from them
+    starved = np.zeros(k, dtype=np.int64)  # starved lines granted so far in the request
     accept = np.zeros(k)
     ends: list[np.ndarray] = []
+    end_x: list[np.ndarray] = []
     for j in range(split):
         nj = pieces[:, j]
         inv_r = inv_rates[:, j]
         if j:
             ready = np.floor(ends[-1] + 1e-9) + 1  # grants fall on whole cycles
-            if j >= 2:
-                ready = np.maximum(ready, np.floor(ends[-2] + 1e-9) + period)  # j-2 drained
+            if j >= 2:  # j-2 drained
+                ready = np.maximum(ready, np.floor(ends[-2] + 1e-9) + period + end_x[-2])
             accept = np.maximum(accept + 1, ready)
         floor = accept + 1
         entry = floor if buf is None else np.maximum(buf[:, -1] + inv_r, floor)
         if remaining:
             cap = np.full(k, body_cap)
             tail = np.minimum(nj, tail_lines)
+            hungry = np.zeros(k, dtype=bool)  # the body has credit
         else:
             cred = hyp.credit_array(g, nj, 0, starts[:, j])
             cap = np.minimum(s.window + cred, g.kmem_lines)
             tail = np.zeros(k, dtype=np.int64)
+            hungry = cred == 0
+        body = nj - tail
+        # body lines below w are warm (starved, and before the request's warm_lines-th)
+        w = np.where(hungry, np.clip(warm_lines - starved, 0, body), 0)
         last = j == split - 1
         width = hist + tail_lines if remaining else (1 if last else hist)
         t = nj[:, None] - width + np.arange(width)[None, :]  # column -> line offset in piece
+        old = np.clip(hist + t, 0, hist - 1)
         if buf is None:
             a = np.full(t.shape, -np.inf)
         else:
-            a = np.take_along_axis(buf, np.clip(hist + t, 0, hist - 1), axis=1)
+            a = np.take_along_axis(buf, old, axis=1)
             a = np.where(t < -hist, -np.inf, a)
-        in_body = (t >= 0) & (t < (nj - tail)[:, None])
-        if in_body.any():
+        ax = np.where(t < 0, np.take_along_axis(xbuf, old, axis=1), 0.0)
+        ax = np.where((t >= 0) & (t < w[:, None]), float(extra), ax)
+        in_body = (t >= 0) & (t < body[:, None])
+        warm_now = bool(np.any(w > 0)) or bool(np.any(xbuf))
+        if in_body.any() and not warm_now:
             gg = _stretch(buf, entry, cap, np.maximum(t, 0), inv_r, period)
             a = np.where(in_body, gg, a)
-        if remaining:
-            tail_cred = hyp.credit_array(g, np.arange(tail_lines + 1), 0)
+        elif in_body.any():
+            a = np.where(
+                in_body, _warm_body(buf, xbuf, entry, floor, cap, t, w, inv_r, period, extra), a
+            )
+        if tail_cred is not None:
+            tail_starved = 0  # starved tail lines so far in this piece
             for m in range(int(tail.max(initial=0)), 0, -1):
                 col = width - m
                 c_m = min(s.window + int(tail_cred[m]), g.kmem_lines)
-                gm = np.maximum(np.maximum(a[:, col - 1] + inv_r, a[:, col - c_m] + period), floor)
+                src = a[:, col - c_m] + period + ax[:, col - c_m]
+                gm = np.maximum(np.maximum(a[:, col - 1] + inv_r, src), floor)
                 a[:, col] = np.where(m <= tail, gm, a[:, col])
+                if tail_cred[m] == 0:
+                    cold = starved + tail_starved >= warm_lines
+                    ax[:, col] = np.where((m <= tail) & ~cold, float(extra), 0.0)
+                    tail_starved = tail_starved + (m <= tail)
+            starved = starved + tail_starved
+        else:
+            starved = starved + np.where(hungry, nj, 0)
         if not last:
             buf = a[:, -hist:]
+            xbuf = ax[:, -hist:]
         ends.append(a[:, -1].copy())
-    return np.floor(ends[-1] + 1e-9) + period
+        end_x.append(ax[:, -1].copy())
+    return np.floor(ends[-1] + 1e-9) + period + end_x[-1]
+
+
+def _warm_body(
+    buf: np.ndarray | None,
+    xbuf: np.ndarray,
+    entry: np.ndarray,
+    floor: np.ndarray,
+    cap: np.ndarray,
+    t: np.ndarray,
+    w: np.ndarray,
+    inv_r: np.ndarray,
+    period: int,
+    extra: int,
+) -> np.ndarray:
+    """G at offsets t of a task's body whose lines below w are warm: two stretches.
+
+    The warm one (round trips from its lines cost period + extra), then the rest
+    from the hist lines before w (the previous task's, or the warm stretch's).
+    """
+    k = t.shape[0]
+    hist = xbuf.shape[1]
+    old = np.full((k, hist), -np.inf) if buf is None else buf
+    src = old + xbuf  # a round trip from a line of buf: period + its own extra
+    warm_period = np.full(k, period + extra)
+    tt = np.maximum(t, 0)
+    g1 = _stretch(src, entry, cap, tt, inv_r, warm_period, period)
+    tb = w[:, None] - hist + np.arange(hist)[None, :]  # the hist lines before line w
+    idx = np.clip(hist + tb, 0, hist - 1)
+    before = np.where(tb < -hist, -np.inf, np.take_along_axis(old, idx, axis=1))
+    xb = np.where(tb < 0, np.take_along_axis(xbuf, idx, axis=1), float(extra))
+    at_w = _stretch(src, entry, cap, np.maximum(tb, 0), inv_r, warm_period, period)
+    buf2 = np.where(tb >= 0, at_w, before)
+    entry2 = np.maximum(buf2[:, -1] + inv_r, floor)
+    g2 = _stretch(buf2 + xb, entry2, cap, np.maximum(tt - w[:, None], 0), inv_r, period, period)
+    return np.where(t < w[:, None], g1, g2)
 
 
 def core_cycles(
@@ -284,6 +383,9 @@ def core_cycles(
             out = static_ramp_cycles(s, cap, p[:, 0])
         else:
             out = static_cycles(s.latency, s.window, s.core_rate_q16, cred, p[:, 0], g.kmem_lines)
+        if s.dwarm and np.any(cred == 0):  # a starved task: the demand path's warm-up
+            z = cred == 0
+            out[z] = static_warm_cycles(s, cap[z], p[z, 0])
     else:
         out = _pieces(hyp, g, s, p, st)
     return out
@@ -345,37 +447,98 @@ def _grant_at(pattern: tuple[tuple[int, ...], int, int], i: int) -> float:
     return float(grants[i - periods * lag] + periods * cycles)
 
 
+def _starved_lines(c: int, page: int, q: int) -> int:
+    """Starved lines among a paged task's first q lines (the first c of each page have credit)."""
+    c = min(max(c, 0), page)
+    return (q // page) * (page - c) + max(0, q % page - c)
+
+
+def _warm_until(c: int, page: int, left: int) -> int:
+    """The first line of a paged task past its `left` more warm starved lines."""
+    c = min(max(c, 0), page)
+    per = page - c
+    if left <= 0:
+        return 0
+    if per == 0:
+        return 0  # never starved: no line of it is warm
+    pages, rem = divmod(left, per)
+    return pages * page + (c + rem if rem else 0)
+
+
 def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndarray) -> np.ndarray:
     """Split-path credit (the paged reading): each task its credit's periodic page pattern.
 
     Each task follows the grants of a bounded simulation at its credit, the
     period continued (exact for one task at a constant rate). The governor's
     rate steps are followed phase by phase, and tasks follow each other back to
-    back; both of these are approximations within about 1%.
+    back; both of these are approximations within about 1%. The demand path's
+    warm-up (issue 16) is in the simulation itself (:func:`_warm_grant`).
     """
     period = max(s.latency, 1) + 2
     flat = replace(
-        s, ramp_start_q16=0, ramp_inc_q16=0, warm_lines=0, warm_extra_cycles=0, task_gap_cycles=0
+        s,
+        ramp_start_q16=0,
+        ramp_inc_q16=0,
+        warm_lines=0,
+        warm_extra_cycles=0,
+        task_gap_cycles=0,
+        dwarm_lines=0,
+        dwarm_extra_cycles=0,
     )
+    page = g.prefetch_max_lines
+    warm_lines = s.dwarm_lines if s.dwarm else 0
     steps = phases(s)
     out = np.empty(p.shape[0])
     for row in range(p.shape[0]):
-        t, done = 0.0, 0  # grant time so far, lines of the request issued so far
+        t, done, starved = 0.0, 0, 0  # grant time so far, lines (starved lines) issued so far
+        last_warm = False
         for j in range(p.shape[1]):
             n = int(p[row, j])
             c = int(hyp.credit_array(g, n, 0, st[row, j]))
+            left = max(warm_lines - starved, 0)  # starved lines of the warm-up still to come
             pos, first = 0, True
             while pos < n:  # one governor phase at a time
                 k = max(i for i, (f, _) in enumerate(steps) if f <= done + pos)
                 end = steps[k + 1][0] - done if k + 1 < len(steps) else n
                 end = min(max(end, pos + 1), n)
-                pat = _page_pattern(g, replace(flat, core_rate_q16=steps[k][1]), c)
-                a = _grant_at(pat, pos - 1) if pos else 0.0
-                t += _grant_at(pat, end - 1) - a + (1 if (first and j) else 0)
+                rate = replace(flat, core_rate_q16=steps[k][1])
+                a = _warm_grant(g, rate, c, left, s.dwarm_extra_cycles, pos - 1) if pos else 0.0
+                b = _warm_grant(g, rate, c, left, s.dwarm_extra_cycles, end - 1)
+                t += b - a + (1 if (first and j) else 0)
                 pos, first = end, False
+            last_warm = n - 1 < _warm_until(c, page, left) and (n - 1) % page >= c
             done += n
-        out[row] = np.floor(t + 1e-9) + period
+            starved += _starved_lines(c, page, n)
+        out[row] = np.floor(t + 1e-9) + period + (s.dwarm_extra_cycles if last_warm else 0)
     return out
+
+
+def _warm_grant(g: Geometry, flat: Settings, credit: int, left: int, extra: int, i: int) -> float:
+    """Grant cycle of line i of a paged task at a constant rate, `left` warm starved lines first.
+
+    With no warm-up this is the flat page pattern. Otherwise the pattern is
+    simulated with the warm-up in it, so the change from warm to cool round
+    trips is the cycle model's own; a warm-up that ends late in the task is
+    moved earlier in that simulation by whole periods of the all-warm pattern
+    (the same grants, shifted), and line i before its end reads that pattern.
+    """
+    page = g.prefetch_max_lines
+    cool = _warm_until(credit, page, left) if extra else 0
+    if cool <= 0:
+        return _grant_at(_page_pattern(g, flat, credit), i)
+    hot_s = replace(flat, dwarm_lines=SIM_PAGES * page, dwarm_extra_cycles=extra)
+    if cool <= SIM_PAGES * page // 4:  # the change settles inside the simulation
+        real = replace(flat, dwarm_lines=left, dwarm_extra_cycles=extra)
+        return _grant_at(_page_pattern(g, real, credit), i)
+    hot = _page_pattern(g, hot_s, credit)
+    if i < cool:
+        return _grant_at(hot, i)
+    lag = hot[1]
+    shift = -(-(cool - SIM_PAGES * page // 4) // lag) * lag  # whole hot periods
+    early = cool - shift
+    moved = replace(flat, dwarm_lines=_starved_lines(credit, page, early), dwarm_extra_cycles=extra)
+    pat = _page_pattern(g, moved, credit)
+    return _grant_at(hot, cool - 1) + _grant_at(pat, i - shift) - _grant_at(pat, early - 1)
 
 
 def governor_grid(
@@ -388,6 +551,8 @@ def governor_grid(
     credit: np.ndarray,
     lines: np.ndarray,
     kmem_lines: int,
+    dwarm_lines: np.ndarray | int = 0,
+    dwarm_extra: np.ndarray | int = 0,
 ) -> np.ndarray:
     """One static task's cycles under a governor of `steps` equal steps, broadcast over a grid.
 
@@ -395,6 +560,12 @@ def governor_grid(
     first ramp_lines lines to `rate` (ramp_start >= rate: no ramp). What a
     calibration searches over: the longest path of :func:`static_ramp_cycles`,
     vectorised over every argument.
+
+    The demand path's warm-up (issue 16): with credit 0 every line is starved,
+    and the first `dwarm_lines` of them pop `dwarm_extra` cycles late, so a
+    round trip from one of them costs period + extra (:func:`_warm_longest`).
+    With credit, or with either input 0, the warm-up is off and the answer is
+    the one without it, to the cycle.
     """
     lat = np.maximum(np.asarray(latency, dtype=np.int64), 1)
     period = lat + 2
@@ -403,6 +574,11 @@ def governor_grid(
     step = np.maximum(np.asarray(ramp_lines, dtype=float) / steps, 1.0)
     cap = np.minimum(np.asarray(window, dtype=np.int64) + credit, kmem_lines)
     last = np.asarray(lines, dtype=np.int64) - 1
+    starved = np.asarray(credit) == 0
+    wl = np.where(starved, np.asarray(dwarm_lines, dtype=np.int64), 0)
+    ex = np.where(starved, np.asarray(dwarm_extra, dtype=np.int64), 0)
+    warm = (wl > 0) & (ex > 0)
+    wl, ex = np.where(warm, wl, 0), np.where(warm, ex, 0)
 
     def tok(i: np.ndarray) -> np.ndarray:
         i = np.asarray(i, dtype=float)
@@ -415,12 +591,99 @@ def governor_grid(
             out = out + n * RATE_ONE / rk
         return out
 
-    cands = [last % cap, last]
-    for k in range(1, steps + 1):
-        b = np.floor(k * step).astype(np.int64)
-        for bb in (b - 1, b):
-            cands.append(np.clip(bb - ((bb - last) % cap), last % cap, last))
-    best = np.full(np.broadcast(last, cap, r1, r0, step).shape, -np.inf)
-    for m in cands:
-        best = np.maximum(best, tok(m) + ((last - m) // cap) * period)
-    return np.ceil(np.maximum(best, 1) - 1e-9) + period
+    bounds = [np.floor(k * step).astype(np.int64) for k in range(1, steps + 1)]
+    if not np.any(warm):  # the governor alone: one switch from tokens to round trips
+        cands = [last % cap, last]
+        for b in bounds:
+            for bb in (b - 1, b):
+                cands.append(np.clip(bb - ((bb - last) % cap), last % cap, last))
+        best = np.full(np.broadcast(last, cap, r1, r0, step).shape, -np.inf)
+        for m in cands:
+            best = np.maximum(best, tok(m) + ((last - m) // cap) * period)
+        return np.ceil(np.maximum(best, 1) - 1e-9) + period
+    shape = np.broadcast(last, cap, r1, r0, step, period, wl, ex).shape
+    last, cap, period, wl, ex, warm = (
+        np.broadcast_to(a, shape) for a in (last, cap, period, wl, ex, warm)
+    )
+    return _warm_end(tok, bounds, last, cap, period, wl, ex, warm)
+
+
+def _warm_end(
+    tok: Callable[[np.ndarray], np.ndarray],
+    bounds: list[np.ndarray],
+    last: np.ndarray,
+    cap: np.ndarray,
+    period: np.ndarray,
+    wl: np.ndarray,
+    ex: np.ndarray,
+    warm: np.ndarray,
+) -> np.ndarray:
+    """Cycles of one starved task with the demand path's warm-up (every argument one shape).
+
+    The longest path to the last line, its own round trip (plus the extra if it
+    is warm), and the port's in-order pop: a line just past the warm-up drains
+    after the last warm one.
+    """
+    best = _warm_longest(tok, bounds, last, cap, period, wl, ex)
+    end = np.ceil(np.maximum(best, 1) - 1e-9) + period + np.where(last < wl, ex, 0)
+    prior = np.maximum(np.minimum(wl, last + 1) - 1, 0)
+    g_prior = np.ceil(np.maximum(_warm_longest(tok, bounds, prior, cap, period, wl, ex), 1) - 1e-9)
+    pops = g_prior + period + ex + (last - prior)
+    return np.maximum(end, np.where(warm & (last >= wl), pops, end))
+
+
+def _warm_longest(
+    tok: Callable[[np.ndarray], np.ndarray],
+    bounds: list[np.ndarray],
+    last: np.ndarray,
+    cap: np.ndarray,
+    period: np.ndarray,
+    wl: np.ndarray,
+    ex: np.ndarray,
+) -> np.ndarray:
+    """The longest path to line `last` when round trips from lines below wl cost period + ex.
+
+    A path is token steps (line j costs the governor's 1 / rate(j)) and round
+    trips (line j to j + cap). Seen as the token path plus a set of round
+    trips, each round trip from j gains period + ex[j < wl] - tok(j..j + cap),
+    which never falls as j grows except at wl. So the best path is at most
+    tokens, a chain of warm round trips packed as late as it can (ending by
+    wl - 1 + cap), tokens, and a chain of round trips ending at `last`; each
+    chain starts where its gains turn positive (near a rate step) or at its
+    lowest line. Every candidate is a path, so the maximum over them is exact
+    up to the token bucket's rounding.
+    """
+    lo3 = last % cap
+
+    def down(x: np.ndarray, ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The largest line <= x in ref's class mod cap, within lo..hi."""
+        return np.clip(x - ((x - ref) % cap), lo, hi)
+
+    def up(x: np.ndarray, ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return np.clip(x + ((ref - x) % cap), lo, hi)
+
+    def chain(m: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """Cost of round trips from m to n (n - m a multiple of cap)."""
+        hops = (n - m) // cap
+        w = np.clip(-(-(wl - m) // cap), 0, hops)  # hop starts below wl
+        return hops * period + w * ex
+
+    def near_steps(ref: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+        """Lines in ref's class mod cap around each rate step (where a chain's gains turn)."""
+        out = [lo, hi]
+        for b in bounds:
+            for bb in (b - 1, b, b + 1):
+                d = down(bb, ref, lo, hi)
+                out += [d, np.minimum(d + cap, hi)]
+        return out
+
+    # the chain ending at `last`, from m3: alone (it may reach below wl), or after the warm chain
+    m3s = near_steps(last, lo3, last) + [up(wl, last, lo3, last), up(wl - 1 + cap, last, lo3, last)]
+    ends = [tok(m3) + chain(m3, last) for m3 in m3s]
+    best = np.maximum.reduce(ends)
+    a = np.maximum(wl - 1 + cap, 0)  # the latest the warm chain can end (its last hop from wl - 1)
+    lo1 = a % cap
+    warm_chain = np.maximum.reduce([tok(m1) + chain(m1, a) for m1 in near_steps(a, lo1, a)])
+    for m3, e in zip(m3s, ends, strict=True):
+        best = np.maximum(best, np.where(m3 >= a, warm_chain - tok(a) + e, -np.inf))
+    return best

@@ -23,6 +23,10 @@ RATE_ONE = 1 << RATE_FRAC_BITS
 MAX_CORES = 16  # kdma_top takes 1..16 cores (NumCores); a chip may have fewer, never more
 #: kdma_pkg::credit_mode_e is coded in this many bits (room for eight readings)
 CREDIT_MODE_BITS = 3
+#: the demand path's warm-up (kdma_pkg): kdma_core counts a request's starved lines in this
+#: many bits, and a warm-up line's extra latency is this many bits wide
+DWARM_LINES_BITS = 20
+DWARM_EXTRA_BITS = 12
 
 
 def line_words(line_addr: np.ndarray | int) -> np.ndarray:
@@ -61,8 +65,9 @@ def lap_and_offset(lines: int, ring_lines: int) -> tuple[int, int]:
     return k, lines - k * ring_lines
 
 
-#: the run-time settings kdma_top (and the testbench top) has input ports for; any other
-#: setting of the cycle model (a memory warm-up, a per-task cost) is not built in the RTL
+#: the run-time settings kdma_top (and the testbench top) has input ports for, in the batch
+#: harness's input order; any other setting of the cycle model (a memory warm-up, a per-task
+#: cost, the demand window that grows) is not built in the RTL
 RTL_SETTINGS = (
     "latency",
     "window",
@@ -71,4 +76,6 @@ RTL_SETTINGS = (
     "ramp_start_q16",
     "ramp_step_lines",
     "ramp_inc_q16",
+    "dwarm_lines",
+    "dwarm_extra_cycles",
 )

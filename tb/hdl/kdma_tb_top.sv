@@ -34,6 +34,8 @@ module kdma_tb_top #(
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_start_i,  // issue-rate governor (0: off)
   input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]    ramp_step_i,
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_inc_i,
+  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]  dwarm_lines_i, // demand path's warm-up (0: off)
+  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]  dwarm_extra_i,
 
   // ---- Task ----
   input  logic                                         start_i,
@@ -108,6 +110,8 @@ module kdma_tb_top #(
     .ramp_start_i,
     .ramp_step_i,
     .ramp_inc_i,
+    .dwarm_lines_i,
+    .dwarm_extra_i,
     .start_i,
     .core_en_i,
     .base_addr_i,

@@ -256,6 +256,8 @@ class KdmaBfm:
             ramp_start_q16=_u(d.ramp_start_i),
             ramp_step_lines=max(1, _u(d.ramp_step_i)),
             ramp_inc_q16=_u(d.ramp_inc_i),
+            dwarm_lines=_u(d.dwarm_lines_i),
+            dwarm_extra_cycles=_u(d.dwarm_extra_i),
         )
         if fresh:
             self._run_open = True

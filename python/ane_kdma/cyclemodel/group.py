@@ -189,6 +189,21 @@ class Group:
         (its horizon), and so does the governor's rate."""
         return min(self.horizon - self.q, self.gov.lines_at_rate())
 
+    def slack_tail(self, steady: int, need: int, most: int) -> np.ndarray:
+        """The credits of the lines after the `steady` ones when those reach the credit
+        pattern's horizon: as many as follow with credit (none on the demand path) and a
+        window + credit of at least `need` lines, and at most `most` (the token form's gates
+        stay slack over them, whatever their credits)."""
+        q0 = self.q + steady
+        if most <= 0 or q0 < self.horizon or q0 >= self.n:
+            return np.empty(0, dtype=np.int64)
+        q1 = min(self.n, q0 + min(most, CHUNK))
+        issued = np.arange(q0, q1, dtype=np.int64)
+        cred = self.hyp.credit_array(self.geom, self.n, issued, self.base)
+        ok = (cred > 0) & (np.minimum(self.window + cred, self.kmem) >= need)
+        out: np.ndarray = cred[: ok.size if ok.all() else int(np.argmin(ok))]
+        return out
+
     def settled(self, line: int) -> bool:
         """True if every line from `line` on is past the request's start-up (the memory's
         warm-up and the task's first-request hold-back)."""

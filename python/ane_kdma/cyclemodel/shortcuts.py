@@ -15,6 +15,7 @@ from ane_kdma.hw import RATE_ONE
 
 HASH_M = (1 << 61) - 1  # the period search's rolling hash (a hit is then checked exactly)
 HASH_B = 1_000_003
+MIN_JUMP = 64  # the token form's shortest jump (a jump costs about what 30 stepped lines do)
 
 
 class Shortcuts(Arbiter):
@@ -65,7 +66,7 @@ class Shortcuts(Arbiter):
         sizes = [len(f.members) for f in fols]
         tabs = [self.table(f.members) for f in fols]
         m_lead, tab_lead = len(lead.members), self.table(lead.members)
-        # the leader's in-flight peak since the followers' line, and its line hashes
+        # the leader's in-flight peak since the followers' line
         lead.lo = lead.low  # (its ring grows when the period search needs it)
         lo, entry = lead.lo, lead.x
         ring = lead.ring
@@ -78,12 +79,10 @@ class Shortcuts(Arbiter):
             first = max(z - kmem + 1, lead.epoch_line, lo)
             infl = sum(1 for w in range(first, z + 1) if PO[w & mask] > gz)
             PK[z & mask] = max(PK[(z - 1) & mask], infl)
-        SG[lo & mask] = 0
-        for z in range(max(lo + 1, lead.x - kmem - 1), lead.x):
-            i = z & mask
-            SG[i] = hash((G[i] - G[(z - 1) & mask], D[i] - G[i], PO[i] - G[i], CL[i]))
-        hwin = kmem  # the hash covers the KMem lines the state can see
-        h = self._hash(lead, lead.x - 1)
+        # the hash of the KMem lines the state can see, rolled line by line from where the
+        # period search first needs it (None: not yet, or not since the last jump)
+        hwin = kmem
+        h: int | None = None
         b_top = pow(HASH_B, hwin, HASH_M)
         seen: dict[tuple[object, ...], tuple[int, int]] = {}
         one, big_r, ncores = RATE_ONE, self.big_r, self.ncores
@@ -146,17 +145,18 @@ class Shortcuts(Arbiter):
             inflight, pk = lead.inflight, PK[(xl - 1) & mask]
             PK[i] = inflight if inflight > pk else pk
             AB[i], RR[i] = bank, rr
-            sg = hash((e - G[(xl - 1) & mask], D[i] - e, PO[i] - e, CL[i]))
-            SG[i] = sg
             old = xl - hwin
-            h = (h * HASH_B + sg - (SG[old & mask] if old >= lo else 0) * b_top) % HASH_M
+            if h is not None:
+                sg = hash((e - G[(xl - 1) & mask], D[i] - e, PO[i] - e, CL[i]))
+                SG[i] = sg
+                h = (h * HASH_B + sg - SG[old & mask] * b_top) % HASH_M
             if xl >= token_try:
                 self.bank, self.last, self.rr = bank, last, rr
                 if self._token_jump(lead, ys, nxt, deltas, groups):
                     seen.clear()
                     bank, last, rr = self.bank, self.last, self.rr
                     lo, entry = lead.lo, lead.x
-                    h = self._hash(lead, lead.x - 1)
+                    h = None
                     continue
                 token_try = xl + kmem
             q = xl - first  # this line's index in the task
@@ -170,6 +170,8 @@ class Shortcuts(Arbiter):
                 G, D, PO, CL = ring.grant, ring.drain, ring.pop, ring.demand
                 PK, SG, AB, RR = ring.peak, ring.sig, ring.agg, ring.rr
                 mask, lo = ring.mask, lead.lo
+            if h is None:
+                h = self._hash(lead, xl)
             lags = (xl - ys[0]) if nf == 1 else tuple(xl - y for y in ys) if nf else 0
             state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags)
             hit = seen.get(state)
@@ -179,7 +181,7 @@ class Shortcuts(Arbiter):
                     seen.clear()
                     bank, last, rr = self.bank, self.last, self.rr
                     lo, entry = lead.lo, lead.x
-                    h = self._hash(lead, lead.x - 1)
+                    h = None
                     continue
             elif len(seen) >= RING_LONG - 4 * kmem:
                 seen.clear()  # a period longer than the ring holds: not searched
@@ -201,12 +203,16 @@ class Shortcuts(Arbiter):
         the bucket alone would grant the leader's line x + n in cycle
         t(n) = g0 + ceil((n * one - tok0) / r), for every n (the past ones too,
         if it paced them), and t(n + P) = t(n) + T with P / T = r / one in
-        lowest terms. So when the last KMem lines follow t and no gate can
-        bind (every gate looks back k lines with floor(k * one / r) >= the
-        round trip latency + 2), the leader follows t until the credit
-        pattern or the governor's rate changes. The aggregate bucket and the
-        followers see a pattern periodic in T: it is checked over at most two
-        periods, exactly, and read at the landing cycle's phase.
+        lowest terms. No gate can bind on t's own lines when every gate looks
+        back k lines with floor(k * one / r) >= the round trip latency + 2;
+        the lines before x + 1 need not follow t, only be drained before the
+        first line of t that can look back to them (so the form holds from a
+        request's first lines, and right after the governor's step, where a
+        slower rate paced the lines before). Then the leader follows t until
+        the credit pattern or the governor's rate changes. The aggregate
+        bucket and the followers see a pattern periodic in T: it is checked
+        over at most two periods, exactly, and read at the landing cycle's
+        phase (the followers' lines still due follow t exactly).
 
         `groups`: (delta, ports, round-robin table) of the leader and each follower.
         """
@@ -214,11 +220,20 @@ class Shortcuts(Arbiter):
         gov, lat = lead.gov, lead.lat
         r = gov.rate
         x = lead.x - 1  # the leader's last line
-        lines = lead.steady_lines()  # lines x + 1 .. x + lines keep the arithmetic
         lag = x + 1 - min(ys) if ys else 0
         keep = kmem + 2 + lag
-        first = x - kmem + 1
-        if lines <= keep or lag >= kmem or not lead.settled(first) or first < lead.low:
+        first = max(x - kmem + 1, 0)  # (no line before line 0: no gate looks back past it)
+        if lag >= kmem or not lead.settled(first) or first < lead.low:
+            return False
+        need = -(-(lat + 2) * r // one)  # the least look-back (lines) no gate of t binds at
+        # lines x + 1 .. x + lines: `steady` of them in the credit pattern (lines x + 1 ..
+        # x + steady keep the arithmetic), then any past its horizon with credit whose gates
+        # stay slack at the same rate (the fix's last page, down to a credit of about
+        # need - window)
+        steady = max(lead.steady_lines(), 0)
+        tail = lead.slack_tail(steady, need, gov.lines_at_rate() - steady)
+        lines = steady + tail.size
+        if lines < MIN_JUMP:
             return False
         g0, tok0 = lead.g_prev, lead.tok_after
 
@@ -228,31 +243,45 @@ class Shortcuts(Arbiter):
         def at1(n: int) -> int:
             return g0 - ((tok0 - n * one) // r)
 
-        # the window the gates can see was paced by the bucket alone
-        zs = np.arange(first, x + 1, dtype=np.int64)
-        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
-        grants = seen["grant"]
-        if not (
-            np.array_equal(grants, at(zs - x))
-            and np.array_equal(seen["pop"], grants + lat)
-            and np.array_equal(seen["drain"], grants + lat + 1)
-        ):
-            return False
         # no gate can bind: the nearest line each one looks back to, in lines
         period = lead.period
-        pat = lead.hyp.credit_array(
-            lead.geom, lead.n, np.arange(lead.q, lead.q + period, dtype=np.int64), lead.base
-        )
-        demand = (pat == 0) if lead.split else np.zeros(period, dtype=bool)
-        reach = int(np.where(demand, kmem, np.minimum(lead.window + pat, kmem)).min())
-        if demand.any():  # the demand path: back to the window-th demand line before
-            tiled = np.flatnonzero(np.tile(demand, lead.window // int(demand.sum()) + 2))
-            reach = min(reach, int((tiled[lead.window :] - tiled[: -lead.window]).min()))
-        if reach * one // r < lat + 2:
+        reach = kmem
+        if tail.size:
+            reach = min(lead.window + int(tail.min()), kmem)
+        if steady:
+            pat = lead.hyp.credit_array(
+                lead.geom, lead.n, np.arange(lead.q, lead.q + period, dtype=np.int64), lead.base
+            )
+            demand = (pat == 0) if lead.split else np.zeros(period, dtype=bool)
+            zero_lines = pat == 0
+            caps = np.where(demand, kmem, np.minimum(lead.window + pat, kmem))
+            reach = min(reach, int(caps.min()))
+            if demand.any():  # the demand path: back to the window-th demand line before
+                tiled = np.flatnonzero(np.tile(demand, lead.window // int(demand.sum()) + 2))
+                reach = min(reach, int((tiled[lead.window :] - tiled[: -lead.window]).min()))
+        else:
+            demand = zero_lines = np.zeros(period, dtype=bool)
+        if reach < need:  # (t's own lines: t(n) - t(n - reach) >= lat + 2)
+            return False
+        # the lines the gates can still see: each one drained before the first line of t
+        # that can look back to it (so whatever paced them: the bucket alone, a slower rate
+        # before the governor's step, the first line's full bank; and no line before line
+        # 0), the last one popped and drained before t's first line is; the lines the
+        # followers have still to grant follow t exactly
+        zs = np.arange(first, x + 1, dtype=np.int64)
+        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
+        grants, pops = seen["grant"], seen["pop"]
+        t1 = at1(1)
+        lagging = max(min(ys), first) - first if ys else zs.size
+        if not (
+            np.all(seen["drain"] < at(np.maximum(zs - x + reach, 1)))
+            and pops[-1] < t1 + lat
+            and seen["drain"][-1] <= t1 + lat
+            and np.array_equal(grants[lagging:], at(zs[lagging:] - x))
+        ):
             return False
         # the aggregate bucket over the pattern's period (two if the first differs): refusals
-        unit = np.gcd(r, one)
-        p_lines, p_cycles = r // unit, one // unit
+        p_cycles = one // int(np.gcd(r, one))
         start = (self.bank, self.rr)
         # what the bucket sees, relative to cycle g0 (sweep points that differ only in their
         # size meet the same few patterns: the analysis is memoised on this key)
@@ -286,13 +315,13 @@ class Shortcuts(Arbiter):
         if t_land > g0 + (base + 1) * p_cycles:
             t_land = g0 + base * p_cycles + (t_land - g0 - base * p_cycles) % p_cycles
         bank, rr = state(t_land)
-        # counters: zero-credit cycles (runs of demand lines), the in-flight peak
-        zero_lines = pat == 0
+        # counters: zero-credit cycles (runs of demand lines of the pattern; the tail has
+        # none), the in-flight peak
         dz = 0
         if zero_lines.all():
-            dz = at1(lines) - g0
+            dz = at1(steady) - g0
         elif zero_lines.any():
-            reps = np.arange(0, lines // period + 1, dtype=np.int64) * period
+            reps = np.arange(0, steady // period + 1, dtype=np.int64) * period
             j = 0
             while j < period:  # each run [j, k) of credit-0 positions of the pattern
                 if not zero_lines[j]:
@@ -302,21 +331,27 @@ class Shortcuts(Arbiter):
                 while k < period and zero_lines[k]:
                     k += 1
                 lo_n = np.maximum(reps + j + 1, 1)
-                hi_n = np.minimum(reps + k, lines)
+                hi_n = np.minimum(reps + k, steady)
                 ok = lo_n <= hi_n
                 dz += int((at(hi_n[ok]) - at(lo_n[ok] - 1)).sum())
                 j = k
-        span = min(lines, p_lines + 2)
-        n = np.arange(1, span + 1, dtype=np.int64)
-        past = at(np.arange(1 - kmem, span + 1, dtype=np.int64))
-        inflight = n + kmem - np.searchsorted(past, at(n) - lat, side="right")
+        # lines 1 .. KMem see the window's pops; past them, t's own lines alone
+        n = np.arange(1, min(lines, kmem) + 1, dtype=np.int64)
+        fut = at(n)
+        popped = np.concatenate((pops, fut + lat))  # (ascending: the port pops in order)
+        inflight = n + pops.size - np.searchsorted(popped, fut, side="right")
         peak = max(int(inflight.max()), int(lead.ring.peak[x & lead.ring.mask]))
-        # land on line x + lines: its window, from the closed form
-        t_n = np.arange(lines - keep + 1, lines + 1, dtype=np.int64)
+        if lines > kmem:
+            own = _own_peak(tok0, r, lat, kmem)
+            peak = max(peak, int(own[min(lines - kmem, own.size) - 1]))
+        # land on line x + lines: its window (lines after x from the closed form)
+        t_n = np.arange(max(lines - keep + 1, 1), lines + 1, dtype=np.int64)
         tg = at(t_n)
         last = x + lines
-        cls = np.asarray(demand[(t_n - 1) % period], dtype=np.int64)
-        inc = np.where(zero_lines[(t_n - 1) % period], tg - at(t_n - 1), 0)
+        in_pat = t_n <= steady
+        phase = (t_n - 1) % period
+        cls = np.asarray(demand[phase] & in_pat, dtype=np.int64)
+        inc = np.where(zero_lines[phase] & in_pat, tg - at(t_n - 1), 0)
         zr = lead.zero + dz - (inc.sum() - np.cumsum(inc))
         cols = {
             "grant": tg,
@@ -328,7 +363,7 @@ class Shortcuts(Arbiter):
             "count": gov.count + t_n,
             "zero": zr,
             "peak": np.full(t_n.size, peak),
-            "sig": np.zeros(t_n.size, dtype=np.int64),  # (hashed below)
+            "sig": np.zeros(t_n.size, dtype=np.int64),  # (set when the period search hashes)
             "agg": np.zeros(t_n.size, dtype=np.int64),  # (the leader's latest only: not read)
             "rr": np.zeros(t_n.size, dtype=np.int64),
         }
@@ -338,11 +373,7 @@ class Shortcuts(Arbiter):
             every = at(np.arange(1, lines + 1, dtype=np.int64))
             lead.keep[0].extend(every.tolist())
             lead.keep[1].extend((every + lat + 1).tolist())
-        lead.lo = last - keep + 1
-        G, CL, SG, mask = lead.ring.grant, lead.ring.demand, lead.ring.sig, lead.ring.mask
-        for z in range(lead.lo + 1, last + 1):
-            iz, hz = z & mask, (z - 1) & mask
-            SG[iz] = hash((G[iz] - G[hz], lat + 1, lat, CL[iz]))
+        lead.lo = max(last - keep + 1, first)
         lead.x = last + 1
         lead.land()
         lead.peak = max(lead.peak, peak)
@@ -351,10 +382,15 @@ class Shortcuts(Arbiter):
         return True
 
     def _hash(self, lead: Group, x: int) -> int:
-        """The rolling hash of the leader's lines x - KMem + 1..x (lines below its ring: 0)."""
+        """The rolling hash of the leader's lines x - KMem + 1..x, each line's signature (its
+        timing relative to its grant and to the line before, which the ring holds) set anew."""
         h, ring = 0, lead.ring
+        G, D, PO, CL, SG, mask = ring.grant, ring.drain, ring.pop, ring.demand, ring.sig, ring.mask
         for z in range(x - self.kmem + 1, x + 1):
-            h = (h * HASH_B + (ring.sig[z & ring.mask] if z >= lead.lo else 0)) % HASH_M
+            i = z & mask
+            g = G[i]
+            sg = SG[i] = hash((g - G[(z - 1) & mask], D[i] - g, PO[i] - g, CL[i]))
+            h = (h * HASH_B + sg) % HASH_M
         return h
 
     def _unshadow(
@@ -418,6 +454,26 @@ class Shortcuts(Arbiter):
         self.bank, self.rr, self.last = ring.agg[i], ring.rr[i], lead.g_prev
         _due(lead, lead.lo, ys, nxt, deltas)
         return True
+
+
+@lru_cache(maxsize=16)
+def _own_peak(tok0: int, r: int, lat: int, kmem: int) -> np.ndarray:
+    """The token form's in-flight peak over its lines KMem + 1 .. KMem + m, for m = 1 ..
+    one period of lines (element m - 1).
+
+    Line n of t (t(n) = -((tok0 - n * one) // r), from its grant at 0) has in
+    flight the lines k <= n with t(k) + lat > t(n): from line KMem + 1 on,
+    only t's own lines (every older line was drained before it, its gates
+    being slack). The count depends on n only through its phase in the
+    period, so one period past line KMem gives every value it takes.
+    """
+    one = RATE_ONE
+    p_lines = r // int(np.gcd(r, one))
+    n = np.arange(1, kmem + p_lines + 1, dtype=np.int64)
+    t = -((tok0 - n * one) // r)
+    inflight = n - np.searchsorted(t, t - lat, side="right")
+    out: np.ndarray = np.maximum.accumulate(inflight[kmem:])
+    return out
 
 
 def _due(lead: Group, lo: int, ys: list[int], nxt: list[int], deltas: list[int]) -> None:

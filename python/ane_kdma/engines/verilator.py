@@ -51,16 +51,8 @@ WRAPPER = HARNESS.parent / "kdma_batch_top.sv"
 EXE = "kdma_batch"
 TOP = "kdma_top"
 BATCH_TOP = "kdma_batch_top"
+#: the settings kdma_top has inputs for, in the order the harness reads them
 DRIVEN = RTL_SETTINGS
-DRIVEN = (
-    "latency",
-    "window",
-    "core_rate_q16",
-    "agg_rate_q16",
-    "ramp_start_q16",
-    "ramp_step_lines",
-    "ramp_inc_q16",
-)
 VERILATOR_ARGS = (
     "--cc",
     "--exe",

@@ -15,7 +15,8 @@
 // the consumer tied ready.
 //
 // stdin, one workload per line (whitespace separated):
-//   latency window core_rate agg_rate ramp_start ramp_step ramp_inc steps mask
+//   latency window core_rate agg_rate ramp_start ramp_step ramp_inc dwarm_lines dwarm_extra
+//   steps mask
 //   then, for each core in mask (lowest first), steps x (base_addr size_bytes)
 // stdout, one line per workload:
 //   span, then per core "-" (disabled) or "cycles zero_credit_cycles peak_inflight"
@@ -126,10 +127,12 @@ class Reader {
 struct Settings {
   uint64_t latency = 0, window = 0, core_rate = 0, agg_rate = 0;
   uint64_t ramp_start = 0, ramp_step = 0, ramp_inc = 0;
+  uint64_t dwarm_lines = 0, dwarm_extra = 0;
   bool operator==(const Settings& o) const {
     return latency == o.latency && window == o.window && core_rate == o.core_rate &&
            agg_rate == o.agg_rate && ramp_start == o.ramp_start && ramp_step == o.ramp_step &&
-           ramp_inc == o.ramp_inc;
+           ramp_inc == o.ramp_inc && dwarm_lines == o.dwarm_lines &&
+           dwarm_extra == o.dwarm_extra;
   }
 };
 
@@ -189,6 +192,8 @@ class Harness {
     top_->ramp_start_i = s.ramp_start;
     top_->ramp_step_i = s.ramp_step;
     top_->ramp_inc_i = s.ramp_inc;
+    top_->dwarm_lines_i = s.dwarm_lines;
+    top_->dwarm_extra_i = s.dwarm_extra;
     top_->eval();
   }
 
@@ -265,6 +270,8 @@ Workload read_workload(Reader& in) {
   s.ramp_start = in.next();
   s.ramp_step = in.next();
   s.ramp_inc = in.next();
+  s.dwarm_lines = in.next();
+  s.dwarm_extra = in.next();
   if (s.core_rate == 0 || s.agg_rate == 0) die("a rate of zero never refills");
   w.steps = in.next();
   const uint64_t mask = in.next();

@@ -29,6 +29,8 @@ module kdma_batch_top #(
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]         ramp_start_i,
   input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]       ramp_step_i,
   input  logic [kdma_pkg::RATE_FRAC_BITS:0]         ramp_inc_i,
+  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]     dwarm_lines_i,
+  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]     dwarm_extra_i,
 
   // ---- Task ----
   input  logic                                         start_i,
@@ -51,6 +53,8 @@ module kdma_batch_top #(
   logic [RATE_FRAC_BITS+5:0]             agg_rate_q;
   logic [$clog2(KMEM_LINES+1)-1:0]       window_q;
   logic [RAMP_STEP_BITS-1:0]             ramp_step_q;
+  logic [DWARM_LINES_BITS-1:0]           dwarm_lines_q;
+  logic [DWARM_EXTRA_BITS-1:0]           dwarm_extra_q;
 
   // kdma_top's outputs the harness does not read
   logic                                  unused_done;
@@ -69,6 +73,8 @@ module kdma_batch_top #(
     ramp_start_q <= ramp_start_i;
     ramp_step_q  <= ramp_step_i;
     ramp_inc_q   <= ramp_inc_i;
+    dwarm_lines_q <= dwarm_lines_i;
+    dwarm_extra_q <= dwarm_extra_i;
   end
 
   kdma_top #(
@@ -88,6 +94,8 @@ module kdma_batch_top #(
     .ramp_start_i        (ramp_start_q),
     .ramp_step_i         (ramp_step_q),
     .ramp_inc_i          (ramp_inc_q),
+    .dwarm_lines_i       (dwarm_lines_q),
+    .dwarm_extra_i       (dwarm_extra_q),
     .start_i,
     .core_en_i,
     .base_addr_i,
