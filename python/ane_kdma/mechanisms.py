@@ -86,7 +86,6 @@ REGISTRY: tuple[Mechanism, ...] = (
         "DART/TLB walk that the speculative path would have hidden (docs/fidelity.md)",
         True,
         steps=1,
-        closed_form=False,
         inputs=RAMP + DWARM,
     ),
     Mechanism(
