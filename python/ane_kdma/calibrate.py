@@ -236,22 +236,22 @@ def problem(chip: Chip, meas: Measurements, hold_out: Sequence[str] = ()) -> Pro
                 twice.setdefault(tasks or (n,), []).append((f"Table B D={r.d} {what}", fig.value))
     if tc is not None and "table_c" in use:
         src = tc.source.cite()
-        for r in tc.rows:
-            n, size = r.tasks * r.lines_per_task, tc.bytes_per_core
-            parts = (r.lines_per_task,) * r.tasks if r.tasks > 1 else ()
+        for rc in tc.rows:
+            n, size = rc.tasks * rc.lines_per_task, tc.bytes_per_core
+            parts = (rc.lines_per_task,) * rc.tasks if rc.tasks > 1 else ()
             targets.append(
                 Target(
-                    f"Table C {r.tasks} tasks",
+                    f"Table C {rc.tasks} tasks",
                     n,
                     size,
-                    float(geo.time_for_gbps(size, r.gbps.value)),
-                    f"{r.gbps} as {r.tasks} x {r.lines_per_task} lines, {src}",
+                    float(geo.time_for_gbps(size, rc.gbps.value)),
+                    f"{rc.gbps} as {rc.tasks} x {rc.lines_per_task} lines, {src}",
                     not parts and n % ring == 0,
                     parts,
                     "table_c",
                 )
             )
-            twice.setdefault(parts or (n,), []).append((f"Table C {r.tasks} tasks", r.gbps.value))
+            twice.setdefault(parts or (n,), []).append((f"Table C {rc.tasks} tasks", rc.gbps.value))
     if not targets:
         raise InputError(f"chip {chip.name}: no measured times to calibrate on")
     bounds: list[Bound] = []
@@ -652,17 +652,13 @@ def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) 
         ramp_start, ramp_step, ramp_inc = 0, 1, 0
         task_gap = min(gap, (1 << 16) - 1)
         ovh = 0.0
-    starved: dict[str, int] = {}
+    dwarm_lines, dwarm_extra, dwin_start, dwin_step = 0, 0, 0, 1  # off
     if mech.name == "demand-warmup" and k.extra() > 0:
-        starved = {
-            "dwarm_lines": max(1, min(MAX_WARM_LINES, round(k.warm_lines))),
-            "dwarm_extra_cycles": k.extra(),
-        }
+        dwarm_lines = max(1, min(MAX_WARM_LINES, round(k.warm_lines)))
+        dwarm_extra = k.extra()
     elif mech.name == "demand-window":
-        starved = {
-            "dwin_start_lines": k.dwin_start(),
-            "dwin_step_lines": max(1, min(MAX_DWIN_STEP_LINES, round(k.dwin_step))),
-        }
+        dwin_start = k.dwin_start()
+        dwin_step = max(1, min(MAX_DWIN_STEP_LINES, round(k.dwin_step)))
     return Profile(
         name=chip.name,
         ns_per_cycle=chip.ns_per_cycle_hand_set,
@@ -677,7 +673,10 @@ def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) 
         ramp_step_lines=ramp_step,
         ramp_inc_q16=ramp_inc,
         task_gap_cycles=task_gap,
-        **starved,
+        dwin_start_lines=dwin_start,
+        dwin_step_lines=dwin_step,
+        dwarm_lines=dwarm_lines,
+        dwarm_extra_cycles=dwarm_extra,
     )
 
 
@@ -888,7 +887,7 @@ def fit_hypothesis(
     analytic engine has the mechanism. The chosen fit is then polished for this reading."""
     base = mechs.get("none") if mech.name in ("warmup", "task-cost") else mech
     starved = mech.name in mechs.STARVED
-    laps = (1, prob.laps[-1])
+    laps: tuple[int, ...] = (1, prob.laps[-1])
     if starved and mech.closed_form:
         laps = tuple(prob.laps)
     choices = []
