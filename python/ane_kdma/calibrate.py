@@ -798,7 +798,9 @@ def evaluate(
     for i, (b, u) in enumerate(zip(prob.bounds, b_times, strict=True)):
         ok = bool(b.lo_us * (1 - 1e-12) <= u <= b.hi_us * (1 + 1e-12))
         if i in rises:  # a rising figure: above the one before it
-            ok = ok and b.bytes_per_core / u > prob.bounds[i - 1].bytes_per_core / b_times[i - 1]
+            ok = ok and bool(
+                b.bytes_per_core / u > prob.bounds[i - 1].bytes_per_core / b_times[i - 1]
+            )
         checks.append(
             BoundCheck(
                 b.name,
