@@ -333,6 +333,12 @@ def test_bad_inputs(tmp_path: Path) -> None:
         calibrate_cmd.run(_args(out=tmp_path / "nodir" / "p.json"))
     with pytest.raises(InputError):
         calibrate_cmd.run(_args(out=tmp_path))
+    with pytest.raises(InputError, match="unknown dataset 'table_d'"):
+        calibrate_cmd.run(_args(hold_out="table_d"))
+    with pytest.raises(InputError, match="writes no profile"):
+        calibrate_cmd.run(_args(hold_out="table_c", out=tmp_path / "p.json"))
+    with pytest.raises(InputError, match="name both"):
+        calibrate_cmd.run(_args(hold_out="table_c", hypothesis="paged"))
     assert list(tmp_path.iterdir()) == []
 
 
