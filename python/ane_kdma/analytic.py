@@ -28,6 +28,13 @@ one line. Split tasks are pieces issued back to back; a piece is taken once
 the previous one is fully issued and the one before that fully drained, as
 kdma_core does.
 
+The demand path's warm-up (issue 16: a request's first ``dwarm_lines``
+starved lines pop ``dwarm_extra_cycles`` late) is a phase, as the governor's
+rate is: a round trip from a warm line costs the extra. One static task takes
+it in the longest path, tasks back to back as a stretch of their own, the
+paged reading in its page pattern's simulation; within 2% of the cycle model
+(tests/test_analytic.py). The demand window that grows is refused.
+
 Cores are taken as independent: the aggregate DRAM ceiling is applied by the
 chip (:meth:`ane_kdma.chip.Chip.time_us`), and the cycle model's start-up
 contention of identical cores at the aggregate bucket (a cycle or two) is
