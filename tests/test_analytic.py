@@ -194,6 +194,8 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
     )
     got = _grid(chip, credit, notch)
     assert np.abs(got - want).max() <= 2, (want.tolist(), got.tolist())
+    # what calibration searches over is the engine's formula, with the warm-up too
+    assert got.tolist() == _cycles("analytic", h, chip, [_one(x) for x in notch]).tolist()
     off = _grid(chip, credit, notch, warm=False)
     assert np.all(got > off)  # the warm-up is in the figure (every lap pays some of it)
     full = np.array([RING - 256, RING + 256, 4 * RING + 256, 8 * RING - 256])
@@ -206,7 +208,10 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
 
 # The engine with the warm-up, against the cycle model ("model" engine, one core). The
 # tolerance is the issue's: issue 16 asks the analytic model within 2% of the cycle model,
-# as the governor was built; the worst seen here is 0.55% (the V at k = 1, 2000 x 300).
+# as the governor was built. The worst seen by these tests: notch and Table C 0.41% (the fix,
+# the same with the warm-up off), the V 0.44% (signed, likewise; the paged reading 0.17% under
+# the fit, 0.54% at 17 points under 2000 x 300),
+# Table B 0.06%, the random set 0.47%.
 WARM_TOL = 0.02
 V_FULL = list(range(-256, 257, 32))  # 17 points of the V around each notch
 V_FEW = list(range(-256, 257, 64))  # 9: the other pairs, to keep the suite's budget
