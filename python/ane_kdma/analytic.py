@@ -57,6 +57,7 @@ from ane_kdma.profile import Settings
 FORMS = ("static", "remaining", "paged")  # the registry's progress forms modeled here
 MAX_PHASES = 4096  # governor steps the closed form follows one by one (then merged)
 SIM_PAGES = 64  # pages the paged form simulates to find its period
+MAX_CUTS = 64  # governor steps a warm task is cut at (more: each stretch at its mean rate)
 
 
 def check_settings(s: Settings) -> None:
@@ -252,6 +253,7 @@ def _pieces(
     warm_lines = s.dwarm_lines if s.dwarm else 0
     extra = s.dwarm_extra_cycles if s.dwarm else 0
     tail_cred = hyp.credit_array(g, np.arange(tail_lines + 1), 0) if remaining else None
+    steps = [f for f, _ in phases(s)[1:]]  # the governor's steps (the warm-up's stretches)
     buf: np.ndarray | None = None  # G of the last `hist` lines before the piece
     xbuf = np.zeros((k, hist))  # their extra latency (the warm-up), for round trips from them
     starved = np.zeros(k, dtype=np.int64)  # starved lines granted so far in the request
@@ -297,9 +299,17 @@ def _pieces(
             gg = _stretch(buf, entry, cap, np.maximum(t, 0), inv_r, period)
             a = np.where(in_body, gg, a)
         elif in_body.any():
-            a = np.where(
-                in_body, _warm_body(buf, xbuf, entry, floor, cap, t, w, inv_r, period, extra), a
-            )
+            # stretches cut at the warm-up's end and at the governor's steps, each at its own
+            # rate: the warm-up sits where the governor is slowest, and a token path at the
+            # task's mean rate would make it look dearer
+            cuts = [np.zeros(k, dtype=np.int64), w, body]
+            if len(steps) <= MAX_CUTS:
+                cuts += [np.clip(f - first[:, j], 0, body) for f in steps]
+            cut = np.sort(np.stack(cuts, axis=1), axis=1)
+            tt = token_time(s, first[:, j][:, None] + cut)
+            inv = np.diff(tt, axis=1) / np.maximum(np.diff(cut, axis=1), 1)
+            gg = _staged_body(buf, xbuf, floor, cap, t, cut, inv, w, period, extra)
+            a = np.where(in_body, gg, a)
         if tail_cred is not None:
             tail_starved = 0  # starved tail lines so far in this piece
             for m in range(int(tail.max(initial=0)), 0, -1):
@@ -323,39 +333,50 @@ def _pieces(
     return np.floor(ends[-1] + 1e-9) + period + end_x[-1]
 
 
-def _warm_body(
+def _staged_body(
     buf: np.ndarray | None,
     xbuf: np.ndarray,
-    entry: np.ndarray,
     floor: np.ndarray,
     cap: np.ndarray,
     t: np.ndarray,
+    cut: np.ndarray,
+    inv: np.ndarray,
     w: np.ndarray,
-    inv_r: np.ndarray,
     period: int,
     extra: int,
 ) -> np.ndarray:
-    """G at offsets t of a task's body whose lines below w are warm: two stretches.
+    """G at offsets t of a task's body in stretches: lines cut[:, i]..cut[:, i + 1] - 1 at
+    inv[:, i] cycles per line, warm (their round trips cost period + extra) below w.
 
-    The warm one (round trips from its lines cost period + extra), then the rest
-    from the hist lines before w (the previous task's, or the warm stretch's).
+    Each stretch starts from the hist lines before it (the previous task's, or the
+    previous stretch's) and their extras; an empty stretch passes them on.
     """
-    k = t.shape[0]
-    hist = xbuf.shape[1]
-    old = np.full((k, hist), -np.inf) if buf is None else buf
-    src = old + xbuf  # a round trip from a line of buf: period + its own extra
-    warm_period = np.full(k, period + extra)
-    tt = np.maximum(t, 0)
-    g1 = _stretch(src, entry, cap, tt, inv_r, warm_period, period)
-    tb = w[:, None] - hist + np.arange(hist)[None, :]  # the hist lines before line w
-    idx = np.clip(hist + tb, 0, hist - 1)
-    before = np.where(tb < -hist, -np.inf, np.take_along_axis(old, idx, axis=1))
-    xb = np.where(tb < 0, np.take_along_axis(xbuf, idx, axis=1), float(extra))
-    at_w = _stretch(src, entry, cap, np.maximum(tb, 0), inv_r, warm_period, period)
-    buf2 = np.where(tb >= 0, at_w, before)
-    entry2 = np.maximum(buf2[:, -1] + inv_r, floor)
-    g2 = _stretch(buf2 + xb, entry2, cap, np.maximum(tt - w[:, None], 0), inv_r, period, period)
-    return np.where(t < w[:, None], g1, g2)
+    k, hist = xbuf.shape
+    cur = np.full((k, hist), -np.inf) if buf is None else buf
+    cur_x = xbuf
+    out = np.full(t.shape, -np.inf)
+    span = np.arange(hist)[None, :]
+    for i in range(cut.shape[1] - 1):
+        lo, hi, r = cut[:, i], cut[:, i + 1], inv[:, i]
+        warm = lo < w
+        per = np.where(warm, period + extra, period)
+        entry = np.maximum(cur[:, -1] + r, floor)
+        src = cur + cur_x  # a round trip from a line before: period + its own extra
+        rel = t - lo[:, None]
+        here = (rel >= 0) & (t < hi[:, None])
+        if here.any():
+            g = _stretch(src, entry, cap, np.maximum(rel, 0), r, per, period)
+            out = np.where(here, g, out)
+        if i == cut.shape[1] - 2:
+            break
+        back = hi[:, None] - hist + span - lo[:, None]  # the hist lines before hi, from lo
+        idx = np.clip(hist + back, 0, hist - 1)
+        before = np.where(back < -hist, -np.inf, np.take_along_axis(cur, idx, axis=1))
+        x_before = np.take_along_axis(cur_x, idx, axis=1)
+        at = _stretch(src, entry, cap, np.maximum(back, 0), r, per, period)
+        cur = np.where(back >= 0, at, before)
+        cur_x = np.where(back >= 0, np.where(warm, float(extra), 0.0)[:, None], x_before)
+    return out
 
 
 def core_cycles(
@@ -498,7 +519,7 @@ def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndar
     out = np.empty(p.shape[0])
     for row in range(p.shape[0]):
         t, done, starved = 0.0, 0, 0  # grant time so far, lines (starved lines) issued so far
-        last_warm = False
+        tail = 0.0
         for j in range(p.shape[1]):
             n = int(p[row, j])
             c = int(hyp.credit_array(g, n, 0, st[row, j]))
@@ -513,10 +534,21 @@ def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndar
                 b = _warm_grant(g, rate, c, left, s.dwarm_extra_cycles, end - 1)
                 t += b - a + (1 if (first and j) else 0)
                 pos, first = end, False
-            last_warm = n - 1 < _warm_until(c, page, left) and (n - 1) % page >= c
+            ex = s.dwarm_extra_cycles
+            cool = _warm_until(c, page, left) if ex else 0
+            tail = 0.0  # past the last grant: its drain, or (in order) a warm line's before it
+            if cool > 0:
+                q = n - 1  # the task's last starved line (the first c of each page have credit)
+                if q % page < min(c, page):
+                    q -= q % page + 1
+                if 0 <= q < cool:  # warm: it pops `ex` late, and the lines after it in order
+                    lag = _warm_grant(g, rate, c, left, ex, n - 1) - _warm_grant(
+                        g, rate, c, left, ex, q
+                    )
+                    tail = max(ex + (n - 1 - q) - lag, 0.0)
             done += n
             starved += _starved_lines(c, page, n)
-        out[row] = np.floor(t + 1e-9) + period + (s.dwarm_extra_cycles if last_warm else 0)
+        out[row] = np.floor(t + 1e-9) + period + np.ceil(tail - 1e-9)
     return out
 
 
