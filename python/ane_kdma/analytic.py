@@ -280,6 +280,7 @@ def _pieces(
             tail = np.zeros(k, dtype=np.int64)
             hungry = cred == 0
         body = nj - tail
+        late = np.full(k, -np.inf)  # a drain in order after an earlier, warm line's
         # body lines below w are warm (starved, and before the request's warm_lines-th)
         w = np.where(hungry, np.clip(warm_lines - starved, 0, body), 0)
         last = j == split - 1
@@ -310,6 +311,11 @@ def _pieces(
             inv = np.diff(tt, axis=1) / np.maximum(np.diff(cut, axis=1), 1)
             gg = _staged_body(buf, xbuf, floor, cap, t, cut, inv, w, period, extra)
             a = np.where(in_body, gg, a)
+            split_warm = (w > 0) & (w < body)  # the port pops in order: the last warm line
+            if split_warm.any():  # drains before the cool lines after it
+                tw = np.maximum(w - 1, 0)[:, None]
+                gw = _staged_body(buf, xbuf, floor, cap, tw, cut, inv, w, period, extra)[:, 0]
+                late = np.where(split_warm, gw + extra + (nj - w), -np.inf)
         if tail_cred is not None:
             tail_starved = 0  # starved tail lines so far in this piece
             for m in range(int(tail.max(initial=0)), 0, -1):
@@ -329,7 +335,7 @@ def _pieces(
             buf = a[:, -hist:]
             xbuf = ax[:, -hist:]
         ends.append(a[:, -1].copy())
-        end_x.append(ax[:, -1].copy())
+        end_x.append(np.maximum(ax[:, -1], late - a[:, -1]))
     return np.floor(ends[-1] + 1e-9) + period + end_x[-1]
 
 
