@@ -238,7 +238,10 @@ def _pieces(
     The demand path's warm-up (issue 16) is a phase: a starved task's lines
     until the request's ``dwarm_lines``-th starved line form a stretch of their
     own whose round trip costs ``dwarm_extra_cycles`` more, and every line
-    keeps its extra (xbuf) for the round trips that start from it later.
+    keeps its extra (xbuf) for the round trips that start from it later. With
+    it on, a task is also cut at the governor's steps, each stretch at its own
+    rate (:func:`_staged_body`); off, a task runs at its lines' mean rate, as
+    it always has.
     """
     k, split = pieces.shape
     period = max(s.latency, 1) + 2
