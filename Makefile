@@ -4,6 +4,7 @@
 
 SIM    ?= verilator
 JOBS   ?= 2
+ARGS   ?=  # more pytest arguments (.ci/run: ARGS=--simulator-tests-only for the second simulator)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
@@ -40,13 +41,13 @@ demo: $(SIM_ENV)
 
 # Everything: pure-Python tests, then the cocotb testbenches on $(SIM).
 test: $(TEST_ENV)
-	$(PYTEST) -n $(JOBS) tests tb
+	$(PYTEST) -n $(JOBS) tests tb $(ARGS)
 
 test-model: $(TEST_ENV)
-	$(PYTEST) -n $(JOBS) tests
+	$(PYTEST) -n $(JOBS) tests $(ARGS)
 
 test-rtl: $(TEST_ENV)
-	$(PYTEST) -n $(JOBS) tb
+	$(PYTEST) -n $(JOBS) tb $(ARGS)
 
 # Full scale on any simulator: laps k = 1..8 and 8 MiB integrity sizes.
 regress: $(TEST_ENV)

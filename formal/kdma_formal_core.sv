@@ -46,7 +46,7 @@
 
 module kdma_formal_core
 #(
-  // Credit arithmetic under test (kdma_pkg::credit_mode_e): 2 Fixed.
+  // Credit arithmetic under test (kdma_pkg::credit_mode_e): 2 Fixed, 1 Signed.
   parameter int CreditMode = 2
 ) (
   input wire clk_i,

@@ -45,7 +45,8 @@ def _lines_task(base_line: int, lines: int) -> Task:
 
 def _random_settings(rng: random.Random, agg_lines: int = 16) -> cm.Settings:
     """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle,
-    and the issue-rate governor ramping from a lower rate in half of them."""
+    the issue-rate governor ramping from a lower rate in half of them, and the demand path's
+    warm-up in half of them."""
     rate = rng.randrange(RATE_ONE // 8, RATE_ONE + 1)
     return cm.Settings(
         latency=rng.randrange(1, 400),
@@ -53,6 +54,7 @@ def _random_settings(rng: random.Random, agg_lines: int = 16) -> cm.Settings:
         core_rate_q16=rate,
         agg_rate_q16=rng.randrange(RATE_ONE, agg_lines * RATE_ONE),
         **_random_ramp(rng, rate),
+        **_random_warmup(rng),
     )
 
 
@@ -64,6 +66,13 @@ def _random_ramp(rng: random.Random, rate: int) -> dict[str, int]:
         "ramp_step_lines": rng.randrange(1, 600),
         "ramp_inc_q16": rng.randrange(1, RATE_ONE // 4),
     }
+
+
+def _random_warmup(rng: random.Random) -> dict[str, int]:
+    """The demand path's warm-up: 1 to 2^15 starved lines (a lap or two) pay 1..200 cycles."""
+    if rng.random() < 0.5:
+        return {}
+    return {"dwarm_lines": rng.randint(1, 1 << 15), "dwarm_extra_cycles": rng.randint(1, 200)}
 
 
 def _random_bp(rng: random.Random, top: int = 160) -> cm.Backpressure:

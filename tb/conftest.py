@@ -31,6 +31,31 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
+SIMULATOR_TESTS_ONLY = "--simulator-tests-only"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        SIMULATOR_TESTS_ONLY,
+        action="store_true",
+        help="run only the tests that start the simulator SIM names (those that take the `sim` "
+        "fixture); the rest give the same result on any SIM (.ci/run's second simulator)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under --simulator-tests-only, deselect what does not depend on SIM (lint, knob and
+    item checks): CI has run those in the Verilator pass already."""
+    if not config.getoption(SIMULATOR_TESTS_ONLY):
+        return
+    tb = [i for i in items if Path(str(i.path)).resolve().is_relative_to(TB)]
+    drop = [i for i in tb if "sim" not in getattr(i, "fixturenames", ())]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        gone = {id(i) for i in drop}
+        items[:] = [i for i in items if id(i) not in gone]
+
+
 @pytest.fixture(scope="session")
 def sim() -> str:
     name = os.environ.get("SIM", "verilator")

@@ -2,7 +2,10 @@
 
 Grid: sizes from 64 B to 8 MiB per core, the notch at k = 1..8 and offsets
 around it, every hypothesis, unsplit and split (the workaround). One static
-task has an exact formula, so it is held to exact equality.
+task has an exact formula, so it is held to exact equality. With the demand
+path's warm-up (issue 16, the starved stream's mechanism) the engine is held
+to the issue's 2% on the notch, the V, Tables B and C and a random set, and
+calibrate's closed form (governor_grid) to the cycle.
 """
 
 from __future__ import annotations
@@ -191,6 +194,8 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
     )
     got = _grid(chip, credit, notch)
     assert np.abs(got - want).max() <= 2, (want.tolist(), got.tolist())
+    # what calibration searches over is the engine's formula, with the warm-up too
+    assert got.tolist() == _cycles("analytic", h, chip, [_one(x) for x in notch]).tolist()
     off = _grid(chip, credit, notch, warm=False)
     assert np.all(got > off)  # the warm-up is in the figure (every lap pays some of it)
     full = np.array([RING - 256, RING + 256, 4 * RING + 256, 8 * RING - 256])
@@ -199,3 +204,125 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
     assert _grid(chip, cf, full).tolist() == _grid(chip, cf, full, warm=False).tolist()
     want_full = [r.cycles for r in contract.run_many("model", h, chip, [_one(x) for x in full])]
     assert _grid(chip, cf, full).tolist() == want_full
+
+
+# The engine with the warm-up, against the cycle model ("model" engine, one core). The
+# tolerance is the issue's: issue 16 asks the analytic model within 2% of the cycle model,
+# as the governor was built. The worst seen by these tests: notch and Table C 0.41% (the fix,
+# the same with the warm-up off), the V 0.44% (signed, likewise; the paged reading 0.17% under
+# the fit, 0.54% at 17 points under 2000 x 300),
+# Table B 0.06%, the random set 0.53% (paged, 2 tasks).
+WARM_TOL = 0.02
+V_FULL = list(range(-256, 257, 32))  # 17 points of the V around each notch
+V_FEW = list(range(-256, 257, 64))  # 9: the other pairs, to keep the suite's budget
+
+
+def _groups(vx: list[int], tables: bool) -> dict[str, list[Workload]]:
+    """The notch, the V at k = 1, 2, 8, and (tables) Table B's chunks and Table C, one core."""
+    lb = CHIP.line_bytes
+    half = RING // 2  # Table B's 512 KiB tasks
+    out = {
+        "notch": [_one(k * RING) for k in range(1, 9)],
+        **{f"V k={k}": [_one(k * RING + x) for x in vx] for k in (1, 2, 8)},
+    }
+    if tables:
+        out["Table B chunked"] = [
+            Workload.from_chunks([half * lb] * (2 * m), 1, lb) for m in range(1, 9)
+        ]
+        out["Table C"] = [
+            Workload.from_chunks([n * lb] * (0x4000 // n), 1, lb) for n in (0x4000, 0x2000, 0x1000)
+        ]
+    return out
+
+
+def _cycles(engine: str, h: hyps.Hypothesis, chip: chips.Chip, loads: list[Workload]) -> np.ndarray:
+    return np.array([r.cycles for r in contract.run_many(engine, h, chip, loads)])
+
+
+@pytest.mark.parametrize(
+    ("lines", "extra", "vx"),
+    [(16916, 56, V_FULL), (2000, 300, V_FEW), (20000, 40, V_FEW)],
+    ids=["fit-16916x56", "2000x300", "20000x40"],
+)
+def test_the_engine_follows_the_demand_warmup(lines: int, extra: int, vx: list[int]) -> None:
+    """Every reading: the notch k = 1..8, the V at k = 1, 2, 8; under the fit, Tables B and C.
+
+    The fit's warm-up (docs/fidelity_fits.json), a short and steep one, and one longer than
+    a 1 MiB request. Table B's chunks and Table C's splits have credit on every line (the
+    warm-up changes nothing there, next test), so they run under the fit only, as the V's
+    17 points do: the model engine's V at k = 8 is most of this file's cost.
+    """
+    chip = _warm_chip(lines, extra)
+    off = _warm_chip(0, 0)
+    for h in hyps.registry():
+        for name, loads in _groups(vx, vx is V_FULL).items():
+            exact = _cycles("model", h, chip, loads)
+            err = (_cycles("analytic", h, chip, loads) - exact) / exact
+            worst = int(np.argmax(np.abs(err)))
+            assert abs(err[worst]) <= WARM_TOL, (h.name, name, loads[worst].label, err[worst])
+            if name == "notch" and h.static:  # every line starved: the warm-up is in the figure
+                assert np.all(exact > _cycles("model", h, off, loads)), h.name
+
+
+def test_the_engine_follows_the_demand_warmup_on_random_work() -> None:
+    """A seeded random set of warm-ups (some longer than the request) and of tasks near the
+    notch, one to three back to back: within 2% on the fit's knobs; with the latency and
+    window drawn too, the warm-up makes the engine's error at most 0.5 points worse.
+
+    Why two bounds: off the fit, the engine's own joins (the governor at each task's mean
+    rate over back-to-back tasks) already miss some such workloads by up to 7% with the
+    warm-up off; that is not the warm-up's error, so there the test bounds what it adds.
+    """
+    rng = random.Random(16)
+    moved = total = 0
+    for draw in range(4):
+        p = replace(
+            CHIP.profile,
+            **WARM_FIT,
+            dwarm_lines=rng.choice([rng.randrange(1, 4096), rng.randrange(4096, 3 * RING)]),
+            dwarm_extra_cycles=rng.randrange(1, 800),
+        )
+        if draw % 2:
+            p = replace(
+                p, latency_cycles=rng.randrange(300, 900), window_lines=rng.randrange(48, 129)
+            )
+        on, off = CHIP.with_profile(p), CHIP.with_profile(replace(p, dwarm_lines=0))
+        for h in hyps.registry():
+            loads = []
+            for _ in range(3):
+                split = rng.randrange(1, 4)
+                n = rng.randrange(1, 3) * RING + rng.choice([0, 0, rng.randrange(-256, 257, 16)])
+                loads.append(Workload.from_size(split * n * CHIP.line_bytes, 1, split))
+            model = [_cycles("model", h, c, loads) for c in (on, off)]
+            fast = [_cycles("analytic", h, c, loads) for c in (on, off)]
+            err_on, err_off = (fast[0] - model[0]) / model[0], (fast[1] - model[1]) / model[1]
+            where = (h.name, p.latency_cycles, p.window_lines, p.dwarm_lines, p.dwarm_extra_cycles)
+            if draw % 2:
+                assert np.all(np.abs(err_on) <= np.abs(err_off) + 0.005), (where, err_on, err_off)
+            else:
+                assert np.abs(err_on).max() <= WARM_TOL, (where, [w.label for w in loads], err_on)
+            moved += int(np.count_nonzero(model[0] != model[1]))
+            total += len(loads)
+    assert moved >= total // 3, (moved, total)  # the warm-up is in a good share of them
+
+
+def test_the_demand_warmup_changes_nothing_at_full_credit() -> None:
+    """Every reading: with credit on every line no line is starved, so the warm-up gives the
+    very cycles it gives off (the nominal stream keeps the governor's fit): on the analytic
+    engine for Table B's chunks, Table C's splits and off the notch; on the cycle model for
+    Table C's splits (tests/test_fidelity.py holds its chunks)."""
+    on, off = _warm_chip(16916, 56), _warm_chip(0, 0)
+    tables = _groups([], True)
+    loads = tables["Table B chunked"] + tables["Table C"][1:]
+    loads += [_one(k * RING + 256) for k in (1, 4)]
+    for h in hyps.registry():
+        assert _cycles("analytic", h, on, loads).tolist() == (
+            _cycles("analytic", h, off, loads).tolist()
+        ), h.name
+        split = tables["Table C"][1:]
+        assert _cycles("model", h, on, split).tolist() == (
+            _cycles("model", h, off, split).tolist()
+        ), h.name
+    notch = [_one(RING)]  # and where lines are starved, it does change them
+    paged = hyps.get("paged")
+    assert _cycles("analytic", paged, on, notch)[0] > _cycles("analytic", paged, off, notch)[0]

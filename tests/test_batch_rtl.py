@@ -248,6 +248,16 @@ def test_a_mechanism_without_rtl_inputs_is_refused() -> None:
         vb.check_settings(s, CHIP)
 
 
+def test_the_warm_up_is_driven_and_the_demand_window_refused() -> None:
+    """dwarm_* reach the harness as its last two settings; dwin_* have no RTL input."""
+    s = replace(CHIP.settings, dwarm_lines=DWARM_LINES_TOP, dwarm_extra_cycles=DWARM_EXTRA_TOP)
+    vb.check_settings(s, CHIP)
+    head = vb.job_line(s, Workload.from_size(RING * LINE_BYTES, 1)).split()
+    assert head[7:11] == [str(DWARM_LINES_TOP), str(DWARM_EXTRA_TOP), "1", "1"], head
+    with pytest.raises(InputError, match="no input for dwin_start_lines"):
+        vb.check_settings(replace(CHIP.settings, dwin_start_lines=8), CHIP)
+
+
 def test_a_missing_compiler_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CXX", "no-such-cxx-compiler")
     with pytest.raises(vb.HarnessBuildError) as exc:

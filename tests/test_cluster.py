@@ -208,14 +208,27 @@ def _need_rtl() -> None:
         pytest.skip(str(exc))
 
 
+@pytest.mark.parametrize("engine", ["model", "rtl"])
 def test_validate_on_the_cluster_equals_jobs_1(
-    address: str, capsys: pytest.CaptureFixture[str]
+    engine: str, address: str, one_core_chip: chips.Chip, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["validate", "--engine", "model", "--no-ranking", "--json"]
+    """model: the m3 (every row its data supports); rtl: the one-core m3 (its two points, on
+    1-core builds the workers hold from the rtl sweep, or build)."""
+    argv = ["validate", "--engine", engine, "--no-ranking", "--json"]
+    if engine == "rtl":
+        _need_rtl()
+        argv += ["--chip", str(one_core_chip.path)]
     s1, here, _ = _cli([*argv, "--jobs", "1"], capsys)
     s2, there, err = _cli([*argv, "--scheduler", address], capsys)
     assert (s1, json.loads(here)) == (s2, json.loads(there)), err
     assert err == ""
+    if engine == "rtl":  # the rows ran on the RTL, and the exact engines agree
+        rows = json.loads(here)["rows"]
+        assert any(r["engine"].startswith("rtl") for r in rows), rows
+        s3, model, _ = _cli([*argv[:2], "model", *argv[3:], "--jobs", "1"], capsys)
+        mine = [{k: v for k, v in r.items() if k != "engine"} for r in rows]
+        theirs = [{k: v for k, v in r.items() if k != "engine"} for r in json.loads(model)["rows"]]
+        assert (s3, theirs) == (s1, mine)
 
 
 def test_calibrate_on_the_cluster_equals_jobs_1(

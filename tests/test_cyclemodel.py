@@ -377,3 +377,76 @@ def test_bad_settings_and_jobs_are_input_errors() -> None:
         cm.run(hyps.get("fixed"), G, CHIP.settings, [None] * 17)
     with pytest.raises(InputError, match="same number"):
         cm.run(hyps.get("fixed"), G, CHIP.settings, [[(0, 1)], [(0, 1), (0, 1)]])
+
+
+@pytest.fixture
+def token_kinds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
+    """Counts the token form's jumps by where they start: within a request's first KMem
+    lines, right after the governor's step (the lines before paced at a slower rate), on
+    the lines past the credit pattern's horizon, or a short one (under the landing window)."""
+    seen: Counter = Counter()
+    eng = cm.engine.Engine
+    token = eng._token_jump
+
+    def spy(
+        self: cm.engine.Engine,
+        lead: cm.group.Group,
+        ys: list[int],
+        nxt: list[int],
+        deltas: list[int],
+        groups: list[tuple[int, int, list[int]]],
+    ) -> bool:
+        x0, rate, steady = lead.x, lead.gov.rate, max(lead.steady_lines(), 0)
+        stepped = lead.ring.rate[(x0 - 1 - self.kmem) & lead.ring.mask] != rate
+        done = token(self, lead, ys, nxt, deltas, groups)
+        if done:
+            seen["start"] += x0 - lead.epoch_line < self.kmem
+            seen["step"] += x0 > self.kmem and bool(stepped)
+            seen["tail"] += lead.x - x0 > steady
+            seen["short"] += lead.x - x0 < self.kmem
+        return done
+
+    monkeypatch.setattr(eng, "_token_jump", spy)
+    yield seen
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_token_form_from_a_start_a_step_and_a_tail_equals_stepped(
+    seed: int, token_kinds: Counter
+) -> None:
+    """The token form where the lines before it did not follow it: a request's first lines
+    (no line before them), right after the governor's step (a slower rate paced them), the
+    fix's last page past its horizon (credits that fall line by line while the gates stay
+    slack), and short stretches. A small chip (256-line KMem) keeps simulate affordable."""
+    g = hyps.Geometry(line_bytes=64, ring_bits=10, prefetch_max_lines=64, kmem_lines=256)
+    rng = random.Random(500 + seed)
+    for _ in range(10):
+        rate = rng.randrange(RATE_ONE // 8, RATE_ONE * 3 // 4)
+        kw: dict[str, int] = {}
+        if rng.random() < 0.7:
+            kw.update(
+                ramp_start_q16=rng.randrange(rate // 3, rate),
+                ramp_step_lines=rng.randrange(100, 900),
+                ramp_inc_q16=rng.randrange(1000, 20000),
+            )
+        s = cm.Settings(
+            latency=rng.randrange(1, 60),
+            window=rng.randrange(1, 40),
+            core_rate_q16=rate,
+            agg_rate_q16=rng.choice([838860, 3 * RATE_ONE, 20 * RATE_ONE]),
+            **kw,
+        )
+        h = rng.choice(HYPS)
+        cores = rng.choice([1, 16])
+        sizes = [rng.randrange(100, 1500) for _ in range(rng.choice([1, 1, 2]))]
+        job = []
+        for c in range(cores):
+            base, seq = c * 5000 + rng.randrange(0, 1 << 10), []
+            for n in sizes:
+                seq.append((base, n))
+                base += n
+            job.append(seq)
+        ref = cm.simulate(h, g, s, job)
+        _same(cm.run(h, g, s, job, keep_lines=True), ref)
+        _same(cm.run(h, g, s, job), ref)
+    assert all(token_kinds[k] for k in ("start", "step", "tail", "short"))

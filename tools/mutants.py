@@ -290,6 +290,15 @@ MUTANTS = (
         "kdma_core governor: the rate rises every granted line, not every ramp_step lines",
     ),
     Mutant(
+        "dwarm_one_line_too_many",
+        "kdma_core.sv",
+        "assign dwarm_hot =",
+        "dwarm_cnt_q < dwarm_lines_i",
+        "dwarm_cnt_q <= dwarm_lines_i",
+        PAGED_AND_STATIC,
+        "kdma_core warm-up: one starved line more than dwarm_lines pays the extra latency",
+    ),
+    Mutant(
         "page_path_never_speculative",
         "kdma_credit.sv",
         "assign spec_o =",

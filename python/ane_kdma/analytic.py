@@ -28,6 +28,13 @@ one line. Split tasks are pieces issued back to back; a piece is taken once
 the previous one is fully issued and the one before that fully drained, as
 kdma_core does.
 
+The demand path's warm-up (issue 16: a request's first ``dwarm_lines``
+starved lines pop ``dwarm_extra_cycles`` late) is a phase, as the governor's
+rate is: a round trip from a warm line costs the extra. One static task takes
+it in the longest path, tasks back to back as a stretch of their own, the
+paged reading in its page pattern's simulation; within 2% of the cycle model
+(tests/test_analytic.py). The demand window that grows is refused.
+
 Cores are taken as independent: the aggregate DRAM ceiling is applied by the
 chip (:meth:`ane_kdma.chip.Chip.time_us`), and the cycle model's start-up
 contention of identical cores at the aggregate bucket (a cycle or two) is
@@ -50,6 +57,7 @@ from ane_kdma.profile import Settings
 FORMS = ("static", "remaining", "paged")  # the registry's progress forms modeled here
 MAX_PHASES = 4096  # governor steps the closed form follows one by one (then merged)
 SIM_PAGES = 64  # pages the paged form simulates to find its period
+MAX_CUTS = 64  # governor steps a warm task is cut at (more: each stretch at its mean rate)
 
 
 def check_settings(s: Settings) -> None:
@@ -230,7 +238,10 @@ def _pieces(
     The demand path's warm-up (issue 16) is a phase: a starved task's lines
     until the request's ``dwarm_lines``-th starved line form a stretch of their
     own whose round trip costs ``dwarm_extra_cycles`` more, and every line
-    keeps its extra (xbuf) for the round trips that start from it later.
+    keeps its extra (xbuf) for the round trips that start from it later. With
+    it on, a task is also cut at the governor's steps, each stretch at its own
+    rate (:func:`_staged_body`); off, a task runs at its lines' mean rate, as
+    it always has.
     """
     k, split = pieces.shape
     period = max(s.latency, 1) + 2
@@ -245,6 +256,7 @@ def _pieces(
     warm_lines = s.dwarm_lines if s.dwarm else 0
     extra = s.dwarm_extra_cycles if s.dwarm else 0
     tail_cred = hyp.credit_array(g, np.arange(tail_lines + 1), 0) if remaining else None
+    steps = [f for f, _ in phases(s)[1:]]  # the governor's steps (the warm-up's stretches)
     buf: np.ndarray | None = None  # G of the last `hist` lines before the piece
     xbuf = np.zeros((k, hist))  # their extra latency (the warm-up), for round trips from them
     starved = np.zeros(k, dtype=np.int64)  # starved lines granted so far in the request
@@ -271,6 +283,7 @@ def _pieces(
             tail = np.zeros(k, dtype=np.int64)
             hungry = cred == 0
         body = nj - tail
+        late = np.full(k, -np.inf)  # a drain in order after an earlier, warm line's
         # body lines below w are warm (starved, and before the request's warm_lines-th)
         w = np.where(hungry, np.clip(warm_lines - starved, 0, body), 0)
         last = j == split - 1
@@ -290,9 +303,22 @@ def _pieces(
             gg = _stretch(buf, entry, cap, np.maximum(t, 0), inv_r, period)
             a = np.where(in_body, gg, a)
         elif in_body.any():
-            a = np.where(
-                in_body, _warm_body(buf, xbuf, entry, floor, cap, t, w, inv_r, period, extra), a
-            )
+            # stretches cut at the warm-up's end and at the governor's steps, each at its own
+            # rate: the warm-up sits where the governor is slowest, and a token path at the
+            # task's mean rate would make it look dearer
+            cuts = [np.zeros(k, dtype=np.int64), w, body]
+            if len(steps) <= MAX_CUTS:
+                cuts += [np.clip(f - first[:, j], 0, body) for f in steps]
+            cut = np.sort(np.stack(cuts, axis=1), axis=1)
+            tt = token_time(s, first[:, j][:, None] + cut)
+            inv = np.diff(tt, axis=1) / np.maximum(np.diff(cut, axis=1), 1)
+            gg = _staged_body(buf, xbuf, floor, cap, t, cut, inv, w, period, extra)
+            a = np.where(in_body, gg, a)
+            split_warm = (w > 0) & (w < body)  # the port pops in order: the last warm line
+            if split_warm.any():  # drains before the cool lines after it
+                tw = np.maximum(w - 1, 0)[:, None]
+                gw = _staged_body(buf, xbuf, floor, cap, tw, cut, inv, w, period, extra)[:, 0]
+                late = np.where(split_warm, gw + extra + (nj - w), -np.inf)
         if tail_cred is not None:
             tail_starved = 0  # starved tail lines so far in this piece
             for m in range(int(tail.max(initial=0)), 0, -1):
@@ -312,43 +338,54 @@ def _pieces(
             buf = a[:, -hist:]
             xbuf = ax[:, -hist:]
         ends.append(a[:, -1].copy())
-        end_x.append(ax[:, -1].copy())
+        end_x.append(np.maximum(ax[:, -1], late - a[:, -1]))
     return np.floor(ends[-1] + 1e-9) + period + end_x[-1]
 
 
-def _warm_body(
+def _staged_body(
     buf: np.ndarray | None,
     xbuf: np.ndarray,
-    entry: np.ndarray,
     floor: np.ndarray,
     cap: np.ndarray,
     t: np.ndarray,
+    cut: np.ndarray,
+    inv: np.ndarray,
     w: np.ndarray,
-    inv_r: np.ndarray,
     period: int,
     extra: int,
 ) -> np.ndarray:
-    """G at offsets t of a task's body whose lines below w are warm: two stretches.
+    """G at offsets t of a task's body in stretches: lines cut[:, i]..cut[:, i + 1] - 1 at
+    inv[:, i] cycles per line, warm (their round trips cost period + extra) below w.
 
-    The warm one (round trips from its lines cost period + extra), then the rest
-    from the hist lines before w (the previous task's, or the warm stretch's).
+    Each stretch starts from the hist lines before it (the previous task's, or the
+    previous stretch's) and their extras; an empty stretch passes them on.
     """
-    k = t.shape[0]
-    hist = xbuf.shape[1]
-    old = np.full((k, hist), -np.inf) if buf is None else buf
-    src = old + xbuf  # a round trip from a line of buf: period + its own extra
-    warm_period = np.full(k, period + extra)
-    tt = np.maximum(t, 0)
-    g1 = _stretch(src, entry, cap, tt, inv_r, warm_period, period)
-    tb = w[:, None] - hist + np.arange(hist)[None, :]  # the hist lines before line w
-    idx = np.clip(hist + tb, 0, hist - 1)
-    before = np.where(tb < -hist, -np.inf, np.take_along_axis(old, idx, axis=1))
-    xb = np.where(tb < 0, np.take_along_axis(xbuf, idx, axis=1), float(extra))
-    at_w = _stretch(src, entry, cap, np.maximum(tb, 0), inv_r, warm_period, period)
-    buf2 = np.where(tb >= 0, at_w, before)
-    entry2 = np.maximum(buf2[:, -1] + inv_r, floor)
-    g2 = _stretch(buf2 + xb, entry2, cap, np.maximum(tt - w[:, None], 0), inv_r, period, period)
-    return np.where(t < w[:, None], g1, g2)
+    k, hist = xbuf.shape
+    cur = np.full((k, hist), -np.inf) if buf is None else buf
+    cur_x = xbuf
+    out = np.full(t.shape, -np.inf)
+    span = np.arange(hist)[None, :]
+    for i in range(cut.shape[1] - 1):
+        lo, hi, r = cut[:, i], cut[:, i + 1], inv[:, i]
+        warm = lo < w
+        per = np.where(warm, period + extra, period)
+        entry = np.maximum(cur[:, -1] + r, floor)
+        src = cur + cur_x  # a round trip from a line before: period + its own extra
+        rel = t - lo[:, None]
+        here = (rel >= 0) & (t < hi[:, None])
+        if here.any():
+            g = _stretch(src, entry, cap, np.maximum(rel, 0), r, per, period)
+            out = np.where(here, g, out)
+        if i == cut.shape[1] - 2:
+            break
+        back = hi[:, None] - hist + span - lo[:, None]  # the hist lines before hi, from lo
+        idx = np.clip(hist + back, 0, hist - 1)
+        before = np.where(back < -hist, -np.inf, np.take_along_axis(cur, idx, axis=1))
+        x_before = np.take_along_axis(cur_x, idx, axis=1)
+        at = _stretch(src, entry, cap, np.maximum(back, 0), r, per, period)
+        cur = np.where(back >= 0, at, before)
+        cur_x = np.where(back >= 0, np.where(warm, float(extra), 0.0)[:, None], x_before)
+    return out
 
 
 def core_cycles(
@@ -491,7 +528,7 @@ def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndar
     out = np.empty(p.shape[0])
     for row in range(p.shape[0]):
         t, done, starved = 0.0, 0, 0  # grant time so far, lines (starved lines) issued so far
-        last_warm = False
+        tail = 0.0
         for j in range(p.shape[1]):
             n = int(p[row, j])
             c = int(hyp.credit_array(g, n, 0, st[row, j]))
@@ -506,10 +543,21 @@ def _paged(hyp: Hypothesis, g: Geometry, s: Settings, p: np.ndarray, st: np.ndar
                 b = _warm_grant(g, rate, c, left, s.dwarm_extra_cycles, end - 1)
                 t += b - a + (1 if (first and j) else 0)
                 pos, first = end, False
-            last_warm = n - 1 < _warm_until(c, page, left) and (n - 1) % page >= c
+            ex = s.dwarm_extra_cycles
+            cool = _warm_until(c, page, left) if ex else 0
+            tail = 0.0  # past the last grant: its drain, or (in order) a warm line's before it
+            if cool > 0:
+                q = n - 1  # the task's last starved line (the first c of each page have credit)
+                if q % page < min(c, page):
+                    q -= q % page + 1
+                if 0 <= q < cool:  # warm: it pops `ex` late, and the lines after it in order
+                    lag = _warm_grant(g, rate, c, left, ex, n - 1) - _warm_grant(
+                        g, rate, c, left, ex, q
+                    )
+                    tail = max(ex + (n - 1 - q) - lag, 0.0)
             done += n
             starved += _starved_lines(c, page, n)
-        out[row] = np.floor(t + 1e-9) + period + (s.dwarm_extra_cycles if last_warm else 0)
+        out[row] = np.floor(t + 1e-9) + period + np.ceil(tail - 1e-9)
     return out
 
 

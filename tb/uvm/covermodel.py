@@ -16,6 +16,9 @@ has its own JSON file). R is the build's ring, 0x4000 lines on the m3:
 * ``reset: mid-task``: reset while a run was in flight.
 * ``split: back-to-back``: a task taken while the previous one drained.
 * ``cores: 1`` / ``cores: 2..15`` / ``cores: 16``: active cores of a task.
+* ``governor: ...``: the issue-rate governor ramped a request from below the rate.
+* ``demand warm-up: ...``: a run with zero credit under the demand path's
+  warm-up; owned where zero credit is required (a buggy hypothesis, k_max >= 1).
 
 Each build run owns the bins it can reach: the single-core build every bin but
 ``cores: 2..15`` and ``cores: 16``; the 16-core build the three ``cores`` bins.
@@ -51,6 +54,7 @@ BP_OFF, BP_LFSR, BP_EXT = "bp: off", "bp: lfsr", "bp: external"
 RESET_MID = "reset: mid-task"
 SPLIT = "split: back-to-back"
 GOVERNOR = "governor: request starts below the core rate"
+DWARM = "demand warm-up: starved lines under it"
 CORES_1, CORES_MID, CORES_16 = "cores: 1", "cores: 2..15", "cores: 16"
 MULTI_BINS = (CORES_1, CORES_MID, CORES_16)
 
@@ -95,12 +99,13 @@ def all_bins(k_max: int) -> list[str]:
         RESET_MID,
         SPLIT,
         GOVERNOR,
+        DWARM,
     ]
 
 
 def illegal_bins(hyp: Hypothesis) -> list[str]:
     """A hypothesis that is not buggy (the fix) never starves the prefetcher while lines remain."""
-    return [] if hyp.buggy else [ZERO_CREDIT]
+    return [] if hyp.buggy else [ZERO_CREDIT, DWARM]
 
 
 def owned_bins(hyp: Hypothesis, k_max: int, build_cores: int) -> list[str]:
@@ -121,6 +126,7 @@ class RunSummary:
     zero_credit: bool  # any core saw zero credit with lines left
     reset: bool = False  # the run was cut short by a reset
     governed: bool = False  # the issue-rate governor ramped from below the core rate
+    warmed: bool = False  # the demand path's warm-up was on
 
 
 @dataclass
@@ -169,6 +175,8 @@ class Coverage:
                 hit.append(GOVERNOR)
         if run.zero_credit:
             hit.append(ZERO_CREDIT)
+            if run.warmed and not run.reset:
+                hit.append(DWARM)
         for b in hit:
             self.hits[b] = self.hits.get(b, 0) + 1
         return [b for b in hit if b in self.illegal]

@@ -274,6 +274,7 @@ class KdmaScoreboard(uvm_scoreboard):
             zero_credit=end is not None and any(end.cores[c].zero_credit_cycles for c in active),
             reset=reset,
             governed=first.settings.ramp,
+            warmed=first.settings.dwarm,
         )
 
     def _close(self) -> None:

@@ -13,7 +13,7 @@ every cycle) is used on line-checked runs only.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyuvm import uvm_sequence
 
@@ -123,11 +123,19 @@ class KdmaSeq(uvm_sequence):
         return KdmaTaskItem(self.get_name(), hyp=ctx.hyp, cores=cores, **kw)
 
 
+def warmed(s: cm.Settings, lines: int) -> cm.Settings:
+    """`s` with the demand path's warm-up on: its length (1..12 949 starved lines) and extra
+    latency (1..97 cycles) follow from the size, so the run's random stream is not drawn."""
+    return replace(s, dwarm_lines=1 + lines % 997 * 13, dwarm_extra_cycles=1 + lines % 97)
+
+
 class NotchSeq(KdmaSeq):
     """Transfers of k rings + x lines, x drawn from one offset class per transfer.
 
     ``bins`` lists (k, class) pairs to visit in order (the sweep that closes
     every notch bin); without it, `count` transfers draw k from 0..k_draw.
+    Transfers within 31 lines of a lap run under the chip's settings with the
+    demand path's warm-up on (a starved request's first lines pay more latency).
     """
 
     def __init__(
@@ -153,8 +161,12 @@ class NotchSeq(KdmaSeq):
         bounds = {name: (lo, hi) for name, lo, hi in X_CLASSES}
         for k, cls in todo:
             lo, hi = bounds[cls]
-            lines = k * self.ctx.ring_lines + rng.randint(lo, hi)
-            await self.send(self.task(lines, backpressure=self.ctx.backpressure(lines, p=0.25)))
+            x = rng.randint(lo, hi)
+            lines = k * self.ctx.ring_lines + x
+            kw = {"settings": warmed(self.ctx.chip_settings, lines)} if k and abs(x) < 32 else {}
+            await self.send(
+                self.task(lines, backpressure=self.ctx.backpressure(lines, p=0.25), **kw)
+            )
 
 
 class RandomSizeSeq(KdmaSeq):

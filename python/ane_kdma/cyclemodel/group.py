@@ -63,6 +63,9 @@ class Group:
         self.gov = Governor(s)
         self.dwin = DemandWindow(s)
         self.dwin_full = 0  # the first line from which the demand window is full
+        # the demand window or its warm-up can still change a starved line of this request
+        # (never when both are off: the hot path then skips the hook)
+        self.dwin_live = not self.dwin.grown()
         self.starves = False  # the task has lines with credit 0 (the demand window's)
         self.x = 0  # lines granted, all tasks
         self.j = -1  # task being issued
@@ -136,6 +139,7 @@ class Group:
             self.gov.restart(accept, self.finish())  # a request starts: the governor too
             self.dwin.start()  # ... and the demand window
             self.dwin_full = self.x if self.dwin.grown() else NEVER
+            self.dwin_live = not self.dwin.grown()
         hyp, g = self.hyp, self.geom
         self.base = base
         self.cred_static = hyp.credit(g, base, n, 0) if hyp.static else None
@@ -220,7 +224,8 @@ class Group:
         g = self.gov.earliest(self.g_prev + 1, self.tok_after)  # the token bucket
         if g < self.floor:  # the task's accept (and its per-task cost)
             g = self.floor
-        cap = self.window + cred if cred else self.dwin.window()  # a starved line: its window
+        # a starved line: its demand window (the window itself once that is full)
+        cap = self.window + cred if cred or not self.dwin_live else self.dwin.window()
         if cap > kmem:
             cap = kmem
         if cred == 0 and self.split:
@@ -249,11 +254,11 @@ class Group:
         extra = 0
         if cred == 0:  # counted while lines remain: since the last grant (or the accept)
             self.zero += c - self.last_grant_in_task
-            extra = self.dwin.extra()  # the demand path's warm-up
-            if not self.dwin.grown():
+            if self.dwin_live:
+                extra = self.dwin.extra()  # the demand path's warm-up
                 self.dwin.granted()
                 if self.dwin.grown():
-                    self.dwin_full = x + 1
+                    self.dwin_full, self.dwin_live = x + 1, False
         self.last_grant_in_task = c
         pop = c + (self.lat if x >= self.warm_end else self.lat_warm) + extra  # warm-ups
         if pop <= self.pop_prev:  # the port's queue pops in order
@@ -336,6 +341,7 @@ class Group:
             self.dwin.granted(self.starved_in(self.q, y - self.task_first))
             if self.dwin.grown():
                 self.dwin_full = y  # at or after the line it grew on: conservative
+        self.dwin_live = not self.dwin.grown()
         self.x = y
         self.land()
         self.peak = max(self.peak, lead.ring.peak[(y - 1) & lead.ring.mask])

@@ -1,8 +1,10 @@
 """The analytic engine: the closed form of :mod:`ane_kdma.analytic`, vectorised over workloads.
 
 O(1) per point in the transfer size; exact for one static-credit task, within
-1% of the cycle model otherwise (tests/test_analytic.py). It gives the top's
-cycles only: per-core zero-credit and in-flight counters are left as None.
+1% of the cycle model otherwise, and within issue 16's 2% with the demand
+path's warm-up (tests/test_analytic.py; the demand window it refuses). It
+gives the top's cycles only: per-core zero-credit and in-flight counters are
+left as None.
 """
 
 from __future__ import annotations
