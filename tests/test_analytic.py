@@ -107,23 +107,11 @@ def test_multicore_workloads_take_the_slowest_core() -> None:
 
 def test_settings_grid_is_the_engines_formula() -> None:
     """What calibration searches over (the governor grid) equals the engine for a static task."""
-    eng = contract.get_engine("analytic")
-    s = CHIP.settings
-    assert s.ramp  # the fitted profile's governor: one step
+    assert CHIP.settings.ramp  # the fitted profile's governor: one step
     n = np.array([100, 4096, RING - 300, RING - 100, RING, RING + 100, 5 * RING + 7])
     for h in (h for h in hyps.buggy() if h.static):
         want = [r.cycles for r in contract.run_many("analytic", h, CHIP, [_one(x) for x in n])]
-        got = eng.governor_grid(
-            CHIP,
-            latency=np.array(s.latency),
-            window=np.array(s.window),
-            rate=np.array(s.core_rate_q16),
-            ramp_start=np.array(s.ramp_start_q16),
-            ramp_lines=np.array(s.ramp_step_lines),
-            steps=1,
-            credit=h.credit_array(CHIP.geometry, n),
-            lines=n,
-        )
+        got = _grid(CHIP, h.credit_array(CHIP.geometry, n), n, warm=False)
         assert got.tolist() == want
 
 
