@@ -62,11 +62,12 @@ class Group:
         self.always = ready.always
         self.gov = Governor(s)
         self.dwin = DemandWindow(s)
-        self.dwin_full = 0  # the first line from which the demand window is full
         # the demand window or its warm-up can still change a starved line of this request
         # (never when both are off: the hot path then skips the hook)
         self.dwin_live = not self.dwin.grown()
-        self.starves = False  # the task has lines with credit 0 (the demand window's)
+        # the credit-0 lines of one period of the credit pattern (phase 0), while the
+        # counter counts: how many starved lines a stretch of the task holds
+        self.zpat = np.empty(0, dtype=np.int64)
         self.x = 0  # lines granted, all tasks
         self.j = -1  # task being issued
         self.q = 0  # line within it
@@ -138,16 +139,11 @@ class Group:
             self.warm_end = self.x + self.s.warm_lines
             self.gov.restart(accept, self.finish())  # a request starts: the governor too
             self.dwin.start()  # ... and the demand window
-            self.dwin_full = self.x if self.dwin.grown() else NEVER
             self.dwin_live = not self.dwin.grown()
         hyp, g = self.hyp, self.geom
         self.base = base
         self.cred_static = hyp.credit(g, base, n, 0) if hyp.static else None
         self.clo = self.chi = 0
-        if self.dwin.until:  # a page at each end shows every form's zeros (static, paged, fix)
-            pg = g.prefetch_max_lines
-            ends = np.unique(np.r_[np.arange(min(n, pg)), np.arange(max(n - pg, 0), n)])
-            self.starves = bool(np.any(hyp.credit_array(g, n, ends, base) == 0))
         # how far the credit pattern repeats (the period search may not jump past it)
         page = g.prefetch_max_lines
         self.period, self.horizon = 1, 0
@@ -161,6 +157,10 @@ class Group:
             # at the clamp until the last lines; held to the credit arithmetic itself
             if hyp.credit(g, base, n, 0) == hyp.credit(g, base, n, n - page - 1):
                 self.horizon = n - page
+        self.zpat = np.empty(0, dtype=np.int64)
+        if self.dwin.until and self.horizon > 0:  # (line q < horizon has the credit of q % period)
+            pat = hyp.credit_array(g, n, np.arange(min(self.period, n), dtype=np.int64), base)
+            self.zpat = np.flatnonzero(pat == 0).astype(np.int64)
 
     @property
     def issuing(self) -> bool:
@@ -175,23 +175,55 @@ class Group:
             self.carr = self.hyp.credit_array(self.geom, self.n, issued, self.base).tolist()
         return self.carr[q - self.clo]
 
+    def _zeros_before(self, q: int) -> int:
+        """Lines 0..q-1 of this task with credit 0, for q <= horizon (the credit pattern)."""
+        zpat, period = self.zpat, self.period
+        return (q // period) * zpat.size + int(np.searchsorted(zpat, q % period))
+
     def starved_in(self, q0: int, q1: int) -> int:
         """Lines q0..q1-1 of this task that have credit 0 (the demand window counts them)."""
         if q1 <= q0 or self.dwin.grown():
             return 0
         if self.cred_static is not None:
             return q1 - q0 if self.cred_static == 0 else 0
-        issued = np.arange(q0, q1, dtype=np.int64)
-        credits = self.hyp.credit_array(self.geom, self.n, issued, self.base)
-        return int(np.count_nonzero(credits == 0))
+        out = 0
+        h = self.horizon
+        if q0 < h:  # in the credit pattern: counted in closed form
+            out = self._zeros_before(min(q1, h)) - self._zeros_before(q0)
+            q0 = h
+        if q1 > q0:  # past its horizon (at most a page)
+            issued = np.arange(q0, q1, dtype=np.int64)
+            credits = self.hyp.credit_array(self.geom, self.n, issued, self.base)
+            out += int(np.count_nonzero(credits == 0))
+        return out
+
+    def advance_dwin(self, q0: int, q1: int) -> None:
+        """The counter after lines q0..q1-1 of this task were granted in one go (a jump)."""
+        if self.dwin_live:
+            self.dwin.granted(self.starved_in(q0, q1))
+            self.dwin_live = not self.dwin.grown()
+
+    def dwin_steady(self) -> int:
+        """Lines from q on that leave the demand window and its warm-up as they are: every
+        line before the starved line whose grant changes them (NEVER in the pattern)."""
+        if not self.dwin_live:
+            return NEVER
+        k = self.dwin.lines_at_window()  # the k-th starved line from q on changes them
+        zpp = self.zpat.size
+        if self.q >= self.horizon or not zpp:
+            return NEVER
+        i = self._zeros_before(self.q) + k - 1  # its index among the task's starved lines
+        pos = (i // zpp) * self.period + int(self.zpat[i % zpp])
+        return pos - self.q if pos < self.horizon else NEVER
 
     # ------------------------------------------------------------ what the shortcuts may skip
     # A rate mechanism that changes the per-line arithmetic after some line says so here:
     # the shortcuts jump only over lines where the arithmetic holds still.
     def steady_lines(self) -> int:
         """Lines after the last one whose arithmetic is the same: the credit pattern holds
-        (its horizon), and so does the governor's rate."""
-        return min(self.horizon - self.q, self.gov.lines_at_rate())
+        (its horizon), and so do the governor's rate and the starved-line counter's demand
+        window and warm-up (the counter itself moves on: see :meth:`advance_dwin`)."""
+        return min(self.horizon - self.q, self.gov.lines_at_rate(), self.dwin_steady())
 
     def slack_tail(self, steady: int, need: int, most: int) -> np.ndarray:
         """The credits of the lines after the `steady` ones when those reach the credit
@@ -210,9 +242,14 @@ class Group:
 
     def settled(self, line: int) -> bool:
         """True if every line from `line` on is past the request's start-up (the memory's
-        warm-up and the task's first-request hold-back)."""
-        full = line >= self.dwin_full or not self.starves  # the demand window holds still
-        return line >= self.warm_end and line >= self.task_first and full
+        warm-up and the task's first-request hold-back). The starved-line counter is not a
+        start-up: its stretches bound the jumps (:meth:`steady_lines`), and its demand window
+        and warm-up are part of every state a jump compares (:meth:`dwin_key`)."""
+        return line >= self.warm_end and line >= self.task_first
+
+    def dwin_key(self) -> tuple[int, int] | None:
+        """What the counter gives the next starved line: (demand window, extra latency)."""
+        return (self.dwin.window(), self.dwin.extra()) if self.dwin_live else None
 
     # ------------------------------------------------------------ one line
     def earliest(self) -> int:
@@ -258,7 +295,7 @@ class Group:
                 extra = self.dwin.extra()  # the demand path's warm-up
                 self.dwin.granted()
                 if self.dwin.grown():
-                    self.dwin_full, self.dwin_live = x + 1, False
+                    self.dwin_live = False
         self.last_grant_in_task = c
         pop = c + (self.lat if x >= self.warm_end else self.lat_warm) + extra  # warm-ups
         if pop <= self.pop_prev:  # the port's queue pops in order
@@ -337,11 +374,7 @@ class Group:
         self.lo = max(y - self.kmem - 1, lead.low, 0)
         z = np.arange(self.lo, y, dtype=np.int64)
         self.ring.put(z, moved(lead.ring.get(z, OWN), dt=delta, dz=zbase))
-        if not self.dwin.grown():
-            self.dwin.granted(self.starved_in(self.q, y - self.task_first))
-            if self.dwin.grown():
-                self.dwin_full = y  # at or after the line it grew on: conservative
-        self.dwin_live = not self.dwin.grown()
+        self.advance_dwin(self.q, y - self.task_first)
         self.x = y
         self.land()
         self.peak = max(self.peak, lead.ring.peak[(y - 1) & lead.ring.mask])

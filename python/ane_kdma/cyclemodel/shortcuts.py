@@ -173,7 +173,8 @@ class Shortcuts(Arbiter):
             if h is None:
                 h = self._hash(lead, xl)
             lags = (xl - ys[0]) if nf == 1 else tuple(xl - y for y in ys) if nf else 0
-            state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags)
+            dw = (lead.dwin.window(), lead.dwin.extra()) if lead.dwin_live else None
+            state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags, dw)
             hit = seen.get(state)
             if hit is not None:
                 self.bank, self.last, self.rr = bank, last, rr
@@ -220,18 +221,28 @@ class Shortcuts(Arbiter):
         gov, lat = lead.gov, lead.lat
         r = gov.rate
         x = lead.x - 1  # the leader's last line
+        q_from = lead.q
         lag = x + 1 - min(ys) if ys else 0
         keep = kmem + 2 + lag
         first = max(x - kmem + 1, 0)  # (no line before line 0: no gate looks back past it)
         if lag >= kmem or not lead.settled(first) or first < lead.low:
             return False
+        # while the starved-line counter counts, its stretch (steady_lines) holds the starved
+        # lines' demand window and warm-up still; the warm-up's extra latency is one round
+        # trip for every line only if every line of the pattern is starved (and no tail)
+        wz = lead.dwin.window() if lead.dwin_live else lead.window
+        ext = lead.dwin.extra() if lead.dwin_live and lead.zpat.size else 0
+        if ext:
+            if lead.zpat.size < min(lead.period, lead.n) or lead.q >= lead.horizon:
+                return False
+            lat += ext
         need = -(-(lat + 2) * r // one)  # the least look-back (lines) no gate of t binds at
         # lines x + 1 .. x + lines: `steady` of them in the credit pattern (lines x + 1 ..
         # x + steady keep the arithmetic), then any past its horizon with credit whose gates
         # stay slack at the same rate (the fix's last page, down to a credit of about
         # need - window)
         steady = max(lead.steady_lines(), 0)
-        tail = lead.slack_tail(steady, need, gov.lines_at_rate() - steady)
+        tail = lead.slack_tail(steady, need, gov.lines_at_rate() - steady if not ext else 0)
         lines = steady + tail.size
         if lines < MIN_JUMP:
             return False
@@ -254,11 +265,12 @@ class Shortcuts(Arbiter):
             )
             demand = (pat == 0) if lead.split else np.zeros(period, dtype=bool)
             zero_lines = pat == 0
-            caps = np.where(demand, kmem, np.minimum(lead.window + pat, kmem))
+            caps = np.minimum(np.where(zero_lines, wz, lead.window + pat), kmem)
+            caps = np.where(demand, kmem, caps)
             reach = min(reach, int(caps.min()))
-            if demand.any():  # the demand path: back to the window-th demand line before
-                tiled = np.flatnonzero(np.tile(demand, lead.window // int(demand.sum()) + 2))
-                reach = min(reach, int((tiled[lead.window :] - tiled[: -lead.window]).min()))
+            if demand.any():  # the demand path: back to the wz-th demand line before
+                tiled = np.flatnonzero(np.tile(demand, wz // int(demand.sum()) + 2))
+                reach = min(reach, int((tiled[wz:] - tiled[:-wz]).min()))
         else:
             demand = zero_lines = np.zeros(period, dtype=bool)
         if reach < need:  # (t's own lines: t(n) - t(n - reach) >= lat + 2)
@@ -376,6 +388,7 @@ class Shortcuts(Arbiter):
         lead.lo = max(last - keep + 1, first)
         lead.x = last + 1
         lead.land()
+        lead.advance_dwin(q_from, lead.q)
         lead.peak = max(lead.peak, peak)
         self.bank, self.rr, self.last = bank, rr, lead.g_prev
         _due(lead, lead.lo, ys, nxt, deltas)
@@ -447,9 +460,11 @@ class Shortcuts(Arbiter):
                     lst.extend(v + k * span for v in seg)
                 lst.extend(v + (m + 1) * span for v in seg[:r])
         t = s + gain
+        q_from = lead.q
         lead.lo = t - keep + 1
         lead.x = t + 1
         lead.land()
+        lead.advance_dwin(q_from, lead.q)
         i = t & mask
         self.bank, self.rr, self.last = ring.agg[i], ring.rr[i], lead.g_prev
         _due(lead, lead.lo, ys, nxt, deltas)
