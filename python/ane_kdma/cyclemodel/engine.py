@@ -112,7 +112,26 @@ class Engine(Shortcuts):
         one, big_r = RATE_ONE, self.big_r
         heap = self.heap()
         ticks, next_try, backoff, waits = 0, 0, 8, 0
+        first = groups[0]  # the general loop's period search looks after its grants
+        seen: dict[tuple[object, ...], tuple[int, list[int], list[int]]] = {}
         while heap:
+            if self.fast and len(heap) > 1 and first.g_prev == self.last and first.issuing:
+                key = self.joint_key(heap, self.last)
+                if key is not None:
+                    hit = seen.get(key)
+                    jumped = None if hit is None else self.joint_jump(heap, self.last, hit)
+                    if jumped is not None:
+                        heap = jumped
+                        seen.clear()
+                        continue
+                    if len(seen) > 1 << 15:
+                        seen.clear()
+                    order = sorted(k for _, k in heap)
+                    seen[key] = (
+                        self.last,
+                        [groups[k].x for k in order],
+                        [groups[k].zero for k in order],
+                    )
             if self.fast and ticks >= next_try:
                 tried = self.try_shadow()
                 if tried is None and waits < 64:  # not yet comparable: look again next cycle

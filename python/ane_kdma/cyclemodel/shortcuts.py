@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -16,6 +17,41 @@ from ane_kdma.hw import RATE_ONE
 HASH_M = (1 << 61) - 1  # the period search's rolling hash (a hit is then checked exactly)
 HASH_B = 1_000_003
 MIN_JUMP = 64  # the token form's shortest jump (a jump costs about what 30 stepped lines do)
+
+
+class _Token:
+    """The token form of one group's next lines: line x + n granted in cycle at(n)."""
+
+    __slots__ = (
+        "g0",
+        "tok0",
+        "r",
+        "lat",
+        "x",
+        "first",
+        "keep",
+        "q_from",
+        "steady",
+        "lines",
+        "period",
+        "zero_lines",
+        "demand",
+        "pops",
+    )
+
+    def __init__(self, g0: int, tok0: int, r: int) -> None:
+        self.g0, self.tok0, self.r = g0, tok0, r
+
+    def at(self, n: np.ndarray) -> np.ndarray:
+        out: np.ndarray = self.g0 - ((self.tok0 - n * RATE_ONE) // self.r)
+        return out
+
+    def at1(self, n: int) -> int:
+        return int(self.g0 - ((self.tok0 - n * RATE_ONE) // self.r))
+
+    def upto(self, c: int) -> int:
+        """How many of the lines have been granted by cycle c."""
+        return int((self.tok0 + (c - self.g0) * self.r) // RATE_ONE)
 
 
 class Shortcuts(Arbiter):
@@ -217,81 +253,11 @@ class Shortcuts(Arbiter):
 
         `groups`: (delta, ports, round-robin table) of the leader and each follower.
         """
-        kmem, one = self.kmem, RATE_ONE
-        gov, lat = lead.gov, lead.lat
-        r = gov.rate
-        x = lead.x - 1  # the leader's last line
-        q_from = lead.q
-        lag = x + 1 - min(ys) if ys else 0
-        keep = kmem + 2 + lag
-        first = max(x - kmem + 1, 0)  # (no line before line 0: no gate looks back past it)
-        if lag >= kmem or not lead.settled(first) or first < lead.low:
+        tf = self._token_plan(lead, ys)
+        if tf is None:
             return False
-        # while the starved-line counter counts, its stretch (steady_lines) holds the starved
-        # lines' demand window and warm-up still; the warm-up's extra latency is one round
-        # trip for every line only if every line of the pattern is starved (and no tail)
-        wz = lead.dwin.window() if lead.dwin_live else lead.window
-        ext = lead.dwin.extra() if lead.dwin_live and lead.zpat.size else 0
-        if ext:
-            if lead.zpat.size < min(lead.period, lead.n) or lead.q >= lead.horizon:
-                return False
-            lat += ext
-        need = -(-(lat + 2) * r // one)  # the least look-back (lines) no gate of t binds at
-        # lines x + 1 .. x + lines: `steady` of them in the credit pattern (lines x + 1 ..
-        # x + steady keep the arithmetic), then any past its horizon with credit whose gates
-        # stay slack at the same rate (the fix's last page, down to a credit of about
-        # need - window)
-        steady = max(lead.steady_lines(), 0)
-        tail = lead.slack_tail(steady, need, gov.lines_at_rate() - steady if not ext else 0)
-        lines = steady + tail.size
-        if lines < MIN_JUMP:
-            return False
-        g0, tok0 = lead.g_prev, lead.tok_after
-
-        def at(n: np.ndarray) -> np.ndarray:
-            return g0 - ((tok0 - n * one) // r)
-
-        def at1(n: int) -> int:
-            return g0 - ((tok0 - n * one) // r)
-
-        # no gate can bind: the nearest line each one looks back to, in lines
-        period = lead.period
-        reach = kmem
-        if tail.size:
-            reach = min(lead.window + int(tail.min()), kmem)
-        if steady:
-            pat = lead.hyp.credit_array(
-                lead.geom, lead.n, np.arange(lead.q, lead.q + period, dtype=np.int64), lead.base
-            )
-            demand = (pat == 0) if lead.split else np.zeros(period, dtype=bool)
-            zero_lines = pat == 0
-            caps = np.minimum(np.where(zero_lines, wz, lead.window + pat), kmem)
-            caps = np.where(demand, kmem, caps)
-            reach = min(reach, int(caps.min()))
-            if demand.any():  # the demand path: back to the wz-th demand line before
-                tiled = np.flatnonzero(np.tile(demand, wz // int(demand.sum()) + 2))
-                reach = min(reach, int((tiled[wz:] - tiled[:-wz]).min()))
-        else:
-            demand = zero_lines = np.zeros(period, dtype=bool)
-        if reach < need:  # (t's own lines: t(n) - t(n - reach) >= lat + 2)
-            return False
-        # the lines the gates can still see: each one drained before the first line of t
-        # that can look back to it (so whatever paced them: the bucket alone, a slower rate
-        # before the governor's step, the first line's full bank; and no line before line
-        # 0), the last one popped and drained before t's first line is; the lines the
-        # followers have still to grant follow t exactly
-        zs = np.arange(first, x + 1, dtype=np.int64)
-        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
-        grants, pops = seen["grant"], seen["pop"]
-        t1 = at1(1)
-        lagging = max(min(ys), first) - first if ys else zs.size
-        if not (
-            np.all(seen["drain"] < at(np.maximum(zs - x + reach, 1)))
-            and pops[-1] < t1 + lat
-            and seen["drain"][-1] <= t1 + lat
-            and np.array_equal(grants[lagging:], at(zs[lagging:] - x))
-        ):
-            return False
+        kmem, one, x, g0, tok0, r = self.kmem, RATE_ONE, tf.x, tf.g0, tf.tok0, tf.r
+        at1 = tf.at1
         # the aggregate bucket over the pattern's period (two if the first differs): refusals
         p_cycles = one // int(np.gcd(r, one))
         start = (self.bank, self.rr)
@@ -323,10 +289,103 @@ class Shortcuts(Arbiter):
             assert rel is not None
             return rel(c - g0)
 
-        t_land = at1(lines)
+        t_land = at1(tf.lines)
         if t_land > g0 + (base + 1) * p_cycles:
             t_land = g0 + base * p_cycles + (t_land - g0 - base * p_cycles) % p_cycles
         bank, rr = state(t_land)
+        self._token_land(lead, tf, tf.lines)
+        self.bank, self.rr, self.last = bank, rr, lead.g_prev
+        _due(lead, lead.lo, ys, nxt, deltas)
+        return True
+
+    def _token_plan(self, lead: Group, ys: list[int]) -> _Token | None:
+        """The token form of the leader's next lines, if the token bucket alone paces them
+        (see :meth:`_token_jump`); `ys`: the followers' next lines (they lag behind)."""
+        kmem, one = self.kmem, RATE_ONE
+        gov, lat = lead.gov, lead.lat
+        r = gov.rate
+        x = lead.x - 1  # the leader's last line
+        q_from = lead.q
+        lag = x + 1 - min(ys) if ys else 0
+        keep = kmem + 2 + lag
+        first = max(x - kmem + 1, 0)  # (no line before line 0: no gate looks back past it)
+        if lag >= kmem or not lead.settled(first) or first < lead.low:
+            return None
+        # while the starved-line counter counts, its stretch (steady_lines) holds the starved
+        # lines' demand window and warm-up still; the warm-up's extra latency is one round
+        # trip for every line only if every line of the pattern is starved (and no tail)
+        wz = lead.dwin.window() if lead.dwin_live else lead.window
+        ext = lead.dwin.extra() if lead.dwin_live and lead.zpat.size else 0
+        if ext:
+            if lead.zpat.size < min(lead.period, lead.n) or lead.q >= lead.horizon:
+                return None
+            lat += ext
+        need = -(-(lat + 2) * r // one)  # the least look-back (lines) no gate of t binds at
+        # lines x + 1 .. x + lines: `steady` of them in the credit pattern (lines x + 1 ..
+        # x + steady keep the arithmetic), then any past its horizon with credit whose gates
+        # stay slack at the same rate (the fix's last page, down to a credit of about
+        # need - window)
+        steady = max(lead.steady_lines(), 0)
+        tail = lead.slack_tail(steady, need, gov.lines_at_rate() - steady if not ext else 0)
+        lines = steady + tail.size
+        if lines < MIN_JUMP:
+            return None
+        g0, tok0 = lead.g_prev, lead.tok_after
+
+        tf = _Token(g0, tok0, r)
+        at, at1 = tf.at, tf.at1
+
+        # no gate can bind: the nearest line each one looks back to, in lines
+        period = lead.period
+        reach = kmem
+        if tail.size:
+            reach = min(lead.window + int(tail.min()), kmem)
+        if steady:
+            pat = lead.hyp.credit_array(
+                lead.geom, lead.n, np.arange(lead.q, lead.q + period, dtype=np.int64), lead.base
+            )
+            demand = (pat == 0) if lead.split else np.zeros(period, dtype=bool)
+            zero_lines = pat == 0
+            caps = np.minimum(np.where(zero_lines, wz, lead.window + pat), kmem)
+            caps = np.where(demand, kmem, caps)
+            reach = min(reach, int(caps.min()))
+            if demand.any():  # the demand path: back to the wz-th demand line before
+                tiled = np.flatnonzero(np.tile(demand, wz // int(demand.sum()) + 2))
+                reach = min(reach, int((tiled[wz:] - tiled[:-wz]).min()))
+        else:
+            demand = zero_lines = np.zeros(period, dtype=bool)
+        if reach < need:  # (t's own lines: t(n) - t(n - reach) >= lat + 2)
+            return None
+        # the lines the gates can still see: each one drained before the first line of t
+        # that can look back to it (so whatever paced them: the bucket alone, a slower rate
+        # before the governor's step, the first line's full bank; and no line before line
+        # 0), the last one popped and drained before t's first line is; the lines the
+        # followers have still to grant follow t exactly
+        zs = np.arange(first, x + 1, dtype=np.int64)
+        seen = lead.ring.get(zs, ("grant", "pop", "drain"))
+        grants, pops = seen["grant"], seen["pop"]
+        t1 = at1(1)
+        lagging = max(min(ys), first) - first if ys else zs.size
+        if not (
+            np.all(seen["drain"] < at(np.maximum(zs - x + reach, 1)))
+            and pops[-1] < t1 + lat
+            and seen["drain"][-1] <= t1 + lat
+            and np.array_equal(grants[lagging:], at(zs[lagging:] - x))
+        ):
+            return None
+        tf.lat, tf.x, tf.first, tf.keep, tf.q_from = lat, x, first, keep, q_from
+        tf.steady, tf.lines, tf.period = steady, lines, period
+        tf.zero_lines, tf.demand, tf.pops = zero_lines, demand, pops
+        return tf
+
+    def _token_land(self, lead: Group, tf: _Token, lines: int) -> None:
+        """Land the leader on its line x + lines (1 <= lines <= tf.lines) of the token form."""
+        kmem, one, gov = self.kmem, RATE_ONE, lead.gov
+        at, at1 = tf.at, tf.at1
+        g0, tok0, r, lat, x, first, keep = tf.g0, tf.tok0, tf.r, tf.lat, tf.x, tf.first, tf.keep
+        period, zero_lines, demand, pops = tf.period, tf.zero_lines, tf.demand, tf.pops
+        steady = min(tf.steady, lines)
+        q_from = tf.q_from
         # counters: zero-credit cycles (runs of demand lines of the pattern; the tail has
         # none), the in-flight peak
         dz = 0
@@ -390,9 +449,6 @@ class Shortcuts(Arbiter):
         lead.land()
         lead.advance_dwin(q_from, lead.q)
         lead.peak = max(lead.peak, peak)
-        self.bank, self.rr, self.last = bank, rr, lead.g_prev
-        _due(lead, lead.lo, ys, nxt, deltas)
-        return True
 
     def _hash(self, lead: Group, x: int) -> int:
         """The rolling hash of the leader's lines x - KMem + 1..x, each line's signature (its
@@ -469,6 +525,105 @@ class Shortcuts(Arbiter):
         self.bank, self.rr, self.last = ring.agg[i], ring.rr[i], lead.g_prev
         _due(lead, lead.lo, ys, nxt, deltas)
         return True
+
+    # ------------------------------------------------------------ periods of the general loop
+    def joint_key(self, heap: list[tuple[int, int]], c: int) -> tuple[object, ...] | None:
+        """What the general loop's state after cycle c looks like, relative to cycle c.
+
+        Every issuing group (each in the heap once): its line relative to the
+        first one's, its next try, its scalars (token bank, governor rate,
+        credit phase, the counter's demand window and warm-up, a refusal), and
+        its latest lines relative to c; then the aggregate bank and pointer.
+        Equal keys only propose a period: :meth:`joint_jump` compares exactly.
+        None: not searched (a group in its start-up).
+        """
+        parts = []
+        x_ref = -1
+        for e, k in sorted(heap, key=lambda t: t[1]):
+            grp = self.groups[k]
+            x = grp.x
+            if x_ref < 0:
+                x_ref = x
+            if x - grp.task_first < 2 or not grp.settled(x - 1) or grp.gov.before:
+                return None
+            ring = grp.ring
+            i, j = (x - 1) & ring.mask, (x - 2) & ring.mask
+            parts.append(
+                (
+                    k,
+                    e - c,
+                    x - x_ref,
+                    ring.grant[i] - c,
+                    ring.grant[j] - c,
+                    ring.drain[i] - c,
+                    ring.pop[i] - c,
+                    grp.tok_after,
+                    grp.gov.rate,
+                    grp.q % grp.period,
+                    grp.dwin_key(),
+                    grp.refused >= x,
+                    len(grp.pend),
+                )
+            )
+        return (tuple(parts), self.bank, self.rr)
+
+    def joint_jump(
+        self, heap: list[tuple[int, int]], c: int, hit: tuple[int, list[int], list[int]]
+    ) -> list[tuple[int, int]] | None:
+        """The general loop's state after cycle c repeats that after an earlier cycle c0
+        (every issuing group P lines on, T cycles later): jump whole periods.
+
+        Exact: every group's window of the lines its gates and its in-flight
+        count can see is compared, shifted T cycles; with the scalars of the
+        key equal, the state after c is the state after c0 moved T cycles on,
+        so the loop repeats it every T cycles while every group's arithmetic
+        holds still (its credit pattern, governor rate and starved-line
+        counter: :meth:`Group.steady_lines`). Each group lands m periods on;
+        the bucket's bank and pointer repeat; the counters move by their
+        gain per period. Returns the new heap, or None (no jump).
+        """
+        c0, xs0, zeros0 = hit
+        keys = sorted(k for _, k in heap)
+        grps = [self.groups[k] for k in keys]
+        period = grps[0].x - xs0[0]
+        span = c - c0
+        keep = self.kmem + 2
+        if period <= 0 or span <= 0:
+            return None
+        for grp, x0 in zip(grps, xs0, strict=True):
+            t0 = x0 - 1
+            if t0 - keep + 1 < max(grp.low, 0):
+                return None
+            z = np.arange(t0 - keep + 1, t0 + 1, dtype=np.int64)
+            if not grp.ring.matches(z, grp.ring, z + period, span):
+                return None
+        # (every group keeps a line to issue: the loop's heap holds issuing groups only)
+        m = min(min(grp.steady_lines(), grp.n - grp.q - 1) for grp in grps) // period
+        if m < 1:
+            return None
+        gain, dt = m * period, m * span
+        for grp, x0, z0 in zip(grps, xs0, zeros0, strict=True):
+            t = grp.x - 1
+            ring = grp.ring
+            src = np.arange(t - keep + 1, t + 1, dtype=np.int64)
+            dz = m * (grp.zero - z0)
+            ring.put(src + gain, moved(ring.get(src, COLUMNS), dt, gain, dz))
+            if grp.keep is not None:
+                for lst in grp.keep:
+                    seg = lst[x0:]
+                    for r in range(1, m + 1):
+                        lst.extend(v + r * span for v in seg)
+            q_from, refused = grp.q, grp.refused >= grp.x
+            grp.lo = t + gain - keep + 1
+            grp.x = t + gain + 1
+            grp.land()
+            grp.advance_dwin(q_from, grp.q)
+            if refused:
+                grp.refused = grp.x
+        self.last = c + dt
+        out = [(e + dt, k) for e, k in heap]
+        heapq.heapify(out)
+        return out
 
 
 @lru_cache(maxsize=16)
