@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -47,9 +48,20 @@ def _settings(rng: random.Random, agg: int | None = None, mechanisms: bool = Fal
         kw.update(warm_lines=rng.randrange(0, 400), warm_extra_cycles=rng.randrange(0, 200))
     if mechanisms and rng.random() < 0.3:
         kw["task_gap_cycles"] = rng.randrange(0, 100)
+    latency, window = rng.randrange(1, 300), rng.randrange(1, 400)
+    # the starved-line counter: the demand window that grows and the demand path's warm-up,
+    # each with small counts (many changes in a job) and large ones (a few, or none); drawn
+    # from a generator of their own, so the rest of each random job stays as it was
+    own = random.Random(repr(rng.getstate()))
+    if mechanisms and window > 1 and own.random() < 0.3:
+        step = own.choice([own.randrange(1, 40), own.randrange(40, 3000)])
+        kw.update(dwin_start_lines=own.randrange(1, window), dwin_step_lines=step)
+    if mechanisms and own.random() < 0.3:
+        lines = own.choice([own.randrange(1, 300), own.randrange(300, 20000)])
+        kw.update(dwarm_lines=lines, dwarm_extra_cycles=own.randrange(1, 200))
     return cm.Settings(
-        latency=rng.randrange(1, 300),
-        window=rng.randrange(1, 400),
+        latency=latency,
+        window=window,
         core_rate_q16=rate,
         agg_rate_q16=agg or 20 * RATE_ONE,
         **kw,
@@ -224,6 +236,74 @@ def test_periods_and_the_token_form_equal_stepped(shortcuts: Counter) -> None:
             _same(cm.run(h, g, s, job, keep_lines=True), ref)
             _same(cm.run(h, g, s, job), ref)
     assert shortcuts["period"] and shortcuts["token"] and shortcuts["followers"]
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
+    """Counts every kind of jump made while the starved-line counter still counts starved
+    lines of the task (a demand window still growing, or a warm-up not over)."""
+    seen: Counter = Counter()
+    eng = cm.engine.Engine
+
+    def live(grp: cm.group.Group) -> bool:
+        return grp.dwin_live and grp.zpat.size > 0
+
+    def spy(name: str, which: Callable[..., list[cm.group.Group]]) -> None:
+        orig = getattr(eng, name)
+
+        def counted(self: cm.engine.Engine, *a: Any) -> Any:
+            counting = any(live(grp) for grp in which(self, *a))
+            done = orig(self, *a)
+            if done is not None and done is not False:
+                seen[name, counting] += 1
+            return done
+
+        monkeypatch.setattr(eng, name, counted)
+
+    spy("_jump", lambda self, lead, *a: [lead])
+    spy("_token_jump", lambda self, lead, *a: [lead])
+    spy("joint_jump", lambda self, heap, *a: [self.groups[k] for _, k in heap])
+    spy("joint_token", lambda self, heap, *a: [self.groups[k] for _, k in heap])
+    yield seen
+
+
+def test_jumps_inside_the_starved_line_counter_equal_stepped(counting: Counter) -> None:
+    """The shortcuts jump inside the counter's stretches (the demand window at one width, the
+    warm-up's latency on): periods (a leader and its shadows; groups the bucket parted), the
+    token form, each landing with the counter advanced by the starved lines it skipped.
+    A small chip (256-line KMem, 64-line pages) keeps simulate affordable."""
+    g = hyps.Geometry(line_bytes=64, ring_bits=10, prefetch_max_lines=64, kmem_lines=256)
+    paged, fixed = hyps.get("paged"), hyps.get("fixed")
+    small = cm.Settings(latency=30, window=6, core_rate_q16=RATE_ONE // 3, agg_rate_q16=838860)
+    grow = {"dwin_start_lines": 6, "dwin_step_lines": 300}
+    warm = {"dwarm_lines": 3000, "dwarm_extra_cycles": 9}
+    wide = cm.Settings(latency=30, window=40, core_rate_q16=20000, agg_rate_q16=20 * RATE_ONE)
+    cases = [
+        # demand-gated bursts near the notch: periods, by a leader and its shadows
+        (paged, replace(small, window=12, **grow), 2 * 1024 - 3, 2 * 1024 - 3),
+        (paged, replace(small, **warm), 1024 + 5, 1024 + 5),
+        # at the notch, every line starved: the token form at the stretch's window and latency
+        (paged, replace(wide, dwin_start_lines=30, dwin_step_lines=600), 2 * 1024 + 3, 3 * 1024),
+        # 16 cores over a tight ceiling: groups the bucket parted, their joint period
+        (
+            paged,
+            replace(
+                wide, latency=200, core_rate_q16=40000, agg_rate_q16=int(2.5 * RATE_ONE), **warm
+            ),
+            2 * 1024 + 3,
+            3 * 1024,
+        ),
+        # ... and their joint token form (full credit: the counter has nothing to count)
+        (fixed, replace(wide, core_rate_q16=36000, agg_rate_q16=838860, **warm), 2045, 5000),
+    ]
+    for h, s, n, stride in cases:
+        job = [[(c * stride, n)] for c in range(16)]
+        ref = cm.simulate(h, g, s, job)
+        _same(cm.run(h, g, s, job, keep_lines=True), ref)
+        _same(cm.run(h, g, s, job), ref)
+    for kind in ("_jump", "_token_jump", "joint_jump"):
+        assert counting[kind, True], (kind, counting)
+    assert counting["joint_token", False] + counting["joint_token", True], counting
 
 
 @pytest.mark.parametrize("seed", range(4))

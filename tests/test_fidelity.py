@@ -151,10 +151,17 @@ def _dwin_settings(rng: random.Random, agg: int) -> cm.Settings:
             ramp_step_lines=rng.randrange(1, 300),
             ramp_inc_q16=rng.randrange(1, 8000),
         )
+    # small counts (many changes in a job) and, half the time, large ones (a few: the shortcuts
+    # jump between them), from a generator of their own (the rest of the job stays as it was)
+    own = random.Random(repr(rng.getstate()))
     if rng.random() < 0.7:  # the demand window that grows
         kw.update(dwin_start_lines=rng.randrange(1, window), dwin_step_lines=rng.randrange(1, 60))
+        if own.random() < 0.5:
+            kw["dwin_step_lines"] = own.randrange(60, 2000)
     if "dwin_start_lines" not in kw or rng.random() < 0.4:  # the demand path's warm-up
         kw.update(dwarm_lines=rng.randrange(1, 3000), dwarm_extra_cycles=rng.randrange(1, 200))
+        if own.random() < 0.5:
+            kw["dwarm_lines"] = own.randrange(3000, 20000)
     return cm.Settings(
         latency=rng.randrange(1, 300),
         window=window,

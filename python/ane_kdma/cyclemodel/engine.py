@@ -11,6 +11,9 @@ from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings
 
+JOINT_EVERY = 8  # the general loop looks at its joint state every this many lines
+TOKEN_RETRY = 256  # lines of the first group between two tries of the joint token form
+
 
 class Engine(Shortcuts):
     """One run: the groups, the aggregate bucket, and the task loop.
@@ -114,8 +117,22 @@ class Engine(Shortcuts):
         ticks, next_try, backoff, waits = 0, 0, 8, 0
         first = groups[0]  # the general loop's period search looks after its grants
         seen: dict[tuple[object, ...], tuple[int, list[int], list[int]]] = {}
+        token_try = 0
         while heap:
-            if self.fast and len(heap) > 1 and first.g_prev == self.last and first.issuing:
+            if (
+                self.fast
+                and len(heap) > 1
+                and first.g_prev == self.last
+                and first.issuing
+                and not first.x % JOINT_EVERY
+            ):
+                if first.x >= token_try:  # every group paced by its token bucket alone
+                    jumped = self.joint_token(heap, self.last)
+                    if jumped is not None:
+                        heap = jumped
+                        seen.clear()
+                        continue
+                    token_try = first.x + TOKEN_RETRY
                 key = self.joint_key(heap, self.last)
                 if key is not None:
                     hit = seen.get(key)

@@ -68,6 +68,7 @@ class Group:
         # the credit-0 lines of one period of the credit pattern (phase 0), while the
         # counter counts: how many starved lines a stretch of the task holds
         self.zpat = np.empty(0, dtype=np.int64)
+        self.reach = self.kmem  # lines back the credit pattern's widest window reaches
         self.x = 0  # lines granted, all tasks
         self.j = -1  # task being issued
         self.q = 0  # line within it
@@ -158,9 +159,12 @@ class Group:
             if hyp.credit(g, base, n, 0) == hyp.credit(g, base, n, n - page - 1):
                 self.horizon = n - page
         self.zpat = np.empty(0, dtype=np.int64)
-        if self.dwin.until and self.horizon > 0:  # (line q < horizon has the credit of q % period)
+        self.reach = self.kmem
+        if self.horizon > 0:  # (line q < horizon has the credit of q % period)
             pat = hyp.credit_array(g, n, np.arange(min(self.period, n), dtype=np.int64), base)
-            self.zpat = np.flatnonzero(pat == 0).astype(np.int64)
+            self.reach = min(self.kmem, self.window + int(pat.max()))
+            if self.dwin.until:
+                self.zpat = np.flatnonzero(pat == 0).astype(np.int64)
 
     @property
     def issuing(self) -> bool:
@@ -250,6 +254,19 @@ class Group:
     def dwin_key(self) -> tuple[int, int] | None:
         """What the counter gives the next starved line: (demand window, extra latency)."""
         return (self.dwin.window(), self.dwin.extra()) if self.dwin_live else None
+
+    def drained(self, z: int, keep: int, lag: int = 0) -> bool:
+        """True if every line before the `keep` lines up to line z was drained by the grant
+        of line z - lag: no gate and no in-flight count after it can see them, so the state
+        after line z (or z - lag) is the window of those lines and the scalars. (Always true
+        for keep > KMem: every line's gates hold it behind the line KMem lines before.)"""
+        y = z - keep
+        if y < 0 or keep > self.kmem:
+            return True
+        if y < self.low:
+            return False
+        ring = self.ring
+        return bool(ring.drain[y & ring.mask] <= ring.grant[(z - lag) & ring.mask])
 
     # ------------------------------------------------------------ one line
     def earliest(self) -> int:
@@ -351,8 +368,11 @@ class Group:
         to the grant (the ring's seen columns).
         """
         y = self.x - 1
-        lo = max(y - self.kmem + 1, 0)
+        keep = max(self.reach, lead.reach) + 2  # (every older line drained in both: checked)
+        lo = max(y - keep + 1, 0)
         if lo < lead.low or lo < self.low or y >= lead.x:
+            return False
+        if not (self.drained(y, keep) and lead.drained(y, keep)):
             return False
         r, i = lead.ring, y & lead.ring.mask
         if (self.tok_after, self.gov.rate, self.gov.count, self.epoch_line, self.task_first) != (

@@ -16,6 +16,9 @@ from ane_kdma.hw import RATE_ONE
 
 HASH_M = (1 << 61) - 1  # the period search's rolling hash (a hit is then checked exactly)
 HASH_B = 1_000_003
+JOINT_FIRST = 1 << 12  # ... and first this far
+JOINT_CYCLES = 1 << 18  # the general loop's token form looks this far at most
+SAMPLE = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)  # the joint key's sampled lines back (< 90)
 MIN_JUMP = 64  # the token form's shortest jump (a jump costs about what 30 stepped lines do)
 
 
@@ -117,7 +120,9 @@ class Shortcuts(Arbiter):
             PK[z & mask] = max(PK[(z - 1) & mask], infl)
         # the hash of the KMem lines the state can see, rolled line by line from where the
         # period search first needs it (None: not yet, or not since the last jump)
-        hwin = kmem
+        # (only lines its gates can still see: the credit pattern's widest window, KMem at
+        # most; older lines drained, which the jump checks)
+        hwin = lead.reach
         h: int | None = None
         b_top = pow(HASH_B, hwin, HASH_M)
         seen: dict[tuple[object, ...], tuple[int, int]] = {}
@@ -207,7 +212,7 @@ class Shortcuts(Arbiter):
                 PK, SG, AB, RR = ring.peak, ring.sig, ring.agg, ring.rr
                 mask, lo = ring.mask, lead.lo
             if h is None:
-                h = self._hash(lead, xl)
+                h = self._hash(lead, xl, hwin)
             lags = (xl - ys[0]) if nf == 1 else tuple(xl - y for y in ys) if nf else 0
             dw = (lead.dwin.window(), lead.dwin.extra()) if lead.dwin_live else None
             state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags, dw)
@@ -450,12 +455,12 @@ class Shortcuts(Arbiter):
         lead.advance_dwin(q_from, lead.q)
         lead.peak = max(lead.peak, peak)
 
-    def _hash(self, lead: Group, x: int) -> int:
-        """The rolling hash of the leader's lines x - KMem + 1..x, each line's signature (its
+    def _hash(self, lead: Group, x: int, hwin: int) -> int:
+        """The rolling hash of the leader's lines x - hwin + 1..x, each line's signature (its
         timing relative to its grant and to the line before, which the ring holds) set anew."""
         h, ring = 0, lead.ring
         G, D, PO, CL, SG, mask = ring.grant, ring.drain, ring.pop, ring.demand, ring.sig, ring.mask
-        for z in range(x - self.kmem + 1, x + 1):
+        for z in range(x - hwin + 1, x + 1):
             i = z & mask
             g = G[i]
             sg = SG[i] = hash((g - G[(z - 1) & mask], D[i] - g, PO[i] - g, CL[i]))
@@ -493,7 +498,9 @@ class Shortcuts(Arbiter):
         x1 = lead.x - 1
         ring = lead.ring
         period, mask = x1 - x0, ring.mask
-        keep = self.kmem + 2 + lag  # lines of the ring a state needs: the window, the lags
+        # lines of the ring a state needs: the window its gates can see, the lags (every
+        # line before them drained: checked at x0, x1 and the source of the landing)
+        keep = lead.reach + 2 + lag
         if x0 - keep < lead.low or period + keep + 1 >= ring.cap:
             return False
         z = np.arange(x0 - keep + 1, x0 + 1, dtype=np.int64)
@@ -505,6 +512,8 @@ class Shortcuts(Arbiter):
             return False
         m, r = divmod(more, period)
         s = x0 + r  # the line whose state, m + 1 periods on, is the target's
+        if not all(lead.drained(v, keep, lag) for v in (x0, x1, s)):
+            return False
         gain, dt, dz = (m + 1) * period, (m + 1) * span, (m + 1) * (lead.zero - zero0)
         src = np.arange(s - keep + 1, s + 1, dtype=np.int64)
         # the in-flight values repeat: no new peak
@@ -547,14 +556,13 @@ class Shortcuts(Arbiter):
             if x - grp.task_first < 2 or not grp.settled(x - 1) or grp.gov.before:
                 return None
             ring = grp.ring
-            i, j = (x - 1) & ring.mask, (x - 2) & ring.mask
+            G, mask = ring.grant, ring.mask
+            i = (x - 1) & mask
             parts.append(
                 (
                     k,
                     e - c,
                     x - x_ref,
-                    ring.grant[i] - c,
-                    ring.grant[j] - c,
                     ring.drain[i] - c,
                     ring.pop[i] - c,
                     grp.tok_after,
@@ -563,6 +571,8 @@ class Shortcuts(Arbiter):
                     grp.dwin_key(),
                     grp.refused >= x,
                     len(grp.pend),
+                    # a sample of the latest grants (what the exact comparison sees most)
+                    tuple([G[(x - d) & mask] - c for d in SAMPLE]) if x - 90 >= grp.low else None,
                 )
             )
         return (tuple(parts), self.bank, self.rr)
@@ -587,12 +597,13 @@ class Shortcuts(Arbiter):
         grps = [self.groups[k] for k in keys]
         period = grps[0].x - xs0[0]
         span = c - c0
-        keep = self.kmem + 2
         if period <= 0 or span <= 0:
             return None
         for grp, x0 in zip(grps, xs0, strict=True):
-            t0 = x0 - 1
-            if t0 - keep + 1 < max(grp.low, 0):
+            t0, keep = x0 - 1, grp.reach + 2  # (older lines drained: checked)
+            if t0 - keep < max(grp.low, 0) or period + keep + 1 >= grp.ring.cap:
+                return None
+            if not (grp.drained(t0, keep) and grp.drained(grp.x - 1, keep)):
                 return None
             z = np.arange(t0 - keep + 1, t0 + 1, dtype=np.int64)
             if not grp.ring.matches(z, grp.ring, z + period, span):
@@ -603,7 +614,7 @@ class Shortcuts(Arbiter):
             return None
         gain, dt = m * period, m * span
         for grp, x0, z0 in zip(grps, xs0, zeros0, strict=True):
-            t = grp.x - 1
+            t, keep = grp.x - 1, grp.reach + 2
             ring = grp.ring
             src = np.arange(t - keep + 1, t + 1, dtype=np.int64)
             dz = m * (grp.zero - z0)
@@ -622,6 +633,87 @@ class Shortcuts(Arbiter):
                 grp.refused = grp.x
         self.last = c + dt
         out = [(e + dt, k) for e, k in heap]
+        heapq.heapify(out)
+        return out
+
+    def joint_token(self, heap: list[tuple[int, int]], c: int) -> list[tuple[int, int]] | None:
+        """Every issuing group paced by its token bucket alone: jump them all in closed form.
+
+        After cycle c of the general loop, each group whose gates are slack
+        (:meth:`_token_plan`) grants its line x + n in cycle at(n). The
+        aggregate bucket sees every group's grants, in time order: it is
+        stepped over them in closed form (vectorised) up to the first cycle it
+        would refuse one, or the first group's end of its closed form (its
+        credit pattern, governor or starved-line counter changes), at most
+        JOINT_CYCLES on. Each group lands on its last line granted by then;
+        the bucket's bank and pointer are read there. Returns the new heap,
+        or None (no jump).
+        """
+        plans = []
+        for e, k in heap:
+            grp = self.groups[k]
+            if grp.refused >= grp.x or grp.q < 1 or grp.gov.before:
+                return None
+            grp.ring.peak[(grp.x - 1) & grp.ring.mask] = grp.peak  # (carried by the landing)
+            tf = self._token_plan(grp, [])
+            if tf is None or tf.at1(1) != e:
+                return None
+            plans.append(tf)
+        limit = min(min(tf.at1(tf.lines) for tf in plans), c + JOINT_CYCLES)
+        span = JOINT_FIRST  # (widened while the bucket grants every event: cost ~ the jump)
+        while True:
+            end = min(limit, c + span)
+            times, ports, bits = [], [], []
+            for b, ((_, k), tf) in enumerate(zip(heap, plans, strict=True)):
+                t = tf.at(np.arange(1, tf.upto(end) + 1, dtype=np.int64))
+                times.append(t)
+                ports.append(np.full(t.size, len(self.groups[k].members), dtype=np.int64))
+                bits.append(np.full(t.size, 1 << b, dtype=np.int64))
+            t_all = np.concatenate(times)
+            if t_all.size == 0:
+                return None
+            order = np.argsort(t_all, kind="stable")
+            t_all = t_all[order]
+            starts = np.flatnonzero(np.diff(t_all, prepend=t_all[0] - 1))
+            ev_t = t_all[starts]
+            ev_ports = np.add.reduceat(np.concatenate(ports)[order], starts)
+            one, big_r, bank = RATE_ONE, self.big_r, self.bank
+            gap = np.diff(ev_t, prepend=self.last)
+            step = gap * big_r - ev_ports * one
+            top = np.minimum(one, one + big_r - ev_ports * one)
+            run = np.cumsum(step)
+            banks = run + np.minimum(bank, np.minimum.accumulate(top - run))
+            before = np.concatenate(([bank], banks[:-1]))
+            refused = ev_ports * one > np.minimum(before + (gap - 1) * big_r, one) + big_r
+            bad = np.flatnonzero(refused)
+            if bad.size or end >= limit:
+                break
+            span *= 4
+        n_ev = int(bad[0]) if bad.size else ev_t.size  # the events before the first refusal
+        if n_ev == 0:
+            return None
+        cut = int(ev_t[n_ev - 1])  # the landing cycle: the last event the bucket grants
+        # the round-robin pointer after those events: each moves it past the farthest
+        # member of the groups that ask (as the general loop's arbitration does)
+        tabs = [self.table(self.groups[k].members) for _, k in heap]
+        ev_bits = np.bitwise_or.reduceat(np.concatenate(bits)[order], starts)[:n_ev]
+        kinds, which = np.unique(ev_bits, return_inverse=True)
+        ncores = self.ncores
+        moves = np.empty((kinds.size + 1, ncores), dtype=np.int64)
+        for row, m in enumerate(kinds.tolist()):
+            asking = [tabs[b] for b in range(len(tabs)) if m >> b & 1]
+            moves[row] = [(v + max(t[v] for t in asking) + 1) % ncores for v in range(ncores)]
+        moves[-1] = np.arange(ncores)  # (no event: the padding of the last block)
+        rr = _pointer(moves, which.reshape(-1), self.rr)(n_ev - 1)
+        out = []
+        for (e, k), tf in zip(heap, plans, strict=True):
+            grp = self.groups[k]
+            n = tf.upto(cut)
+            if n >= 1:
+                self._token_land(grp, tf, n)
+            if grp.issuing:
+                out.append((grp.earliest() if n >= 1 else e, k))
+        self.bank, self.rr, self.last = int(banks[n_ev - 1]), rr, cut
         heapq.heapify(out)
         return out
 
