@@ -115,8 +115,8 @@ def _v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
 
 
 def test_paged_passes_the_linear_v(report: validate.Report) -> None:
-    """The refit profile (issue 16); the committed paged x ramp fails the slope row at k = 1
-    (R^2 0.976, one arm 7.4% flat) until the calibrate helper's refit lands on this branch."""
+    """The refit profile (issue 16) passes every V row; the previous profile, paged x ramp,
+    failed the slope row at k = 1 (R^2 0.976, one arm 7.4% flat)."""
     rows = _v_rows(report, "paged")
     assert len(rows) == 3 and all(r.passed and r.counts for r in rows.values())
 
