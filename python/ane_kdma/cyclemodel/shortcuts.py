@@ -41,6 +41,20 @@ class _Token:
         "demand",
         "pops",
     )
+    g0: int  # the last grant's cycle, and the bank it left
+    tok0: int
+    r: int  # the refill (the governor's rate)
+    lat: int  # the round trip of these lines (the memory's latency, a warm-up's extra)
+    x: int  # the last line granted
+    first: int  # the first line the gates can still see
+    keep: int  # the lines a landing carries
+    q_from: int  # the next line's index in the task
+    steady: int  # lines in the credit pattern
+    lines: int  # lines the form may cover (steady and a slack tail)
+    period: int  # the credit pattern's period
+    zero_lines: np.ndarray  # credit 0, by phase of the pattern
+    demand: np.ndarray  # sent down the demand path, by phase
+    pops: np.ndarray  # the pops of lines first..x
 
     def __init__(self, g0: int, tok0: int, r: int) -> None:
         self.g0, self.tok0, self.r = g0, tok0, r
