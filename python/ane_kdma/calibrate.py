@@ -63,6 +63,12 @@ from ane_kdma.validate.specs import SLOPE_R2, SLOPE_X
 FIT_WINDOWS = (8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256)
 PENALTY = 100.0  # weight of a violated constraint (relative units squared)
 START_WINDOW = 64  # window the first pass assumes; the V then chooses it
+# The per-core rate is searched up to half a line a cycle (4.0 GB/s a core at the hand-set
+# 8 ns, 64 GB/s for 16 cores), above every measured per-core figure (60 GB/s / 16 = 3.75).
+# Above it a core's token bucket lets two lines go in consecutive cycles, so identical cores
+# meet at the aggregate bucket every few dozen lines and the cycle model, exact, costs time
+# linear in the size (16 cores x 1 M lines: 1 s at 0.507, 0.01 s at 0.5; docs/speed.md).
+MAX_RATE = 0.5
 
 
 DATASETS = ("table_a", "points", "table_b", "table_c")  # what a target comes from (--hold-out)
@@ -434,7 +440,7 @@ def _cycles(
     search needs it over a grid of knobs, which no engine of the contract offers. A
     starved-stream mechanism adds its fluid estimate at the notch."""
     clamp = chip.geometry.prefetch_max_lines
-    rate = min(k.rate, 1.0) * RATE_ONE
+    rate = min(k.rate, MAX_RATE) * RATE_ONE
     steps = max(mech.steps, 1)
     out = analytic.governor_grid(
         latency=np.array(k.period() - 2),
@@ -565,7 +571,7 @@ def _to_x(k: Knobs, mech: mechs.Mechanism) -> np.ndarray:
 
 def _knobs(x: np.ndarray, mech: mechs.Mechanism, window: int) -> Knobs:
     k = Knobs(
-        rate=float(np.clip(x[0], 0.02, 1.0)),
+        rate=float(np.clip(x[0], 0.02, MAX_RATE)),
         start=float(np.clip(x[2], 0.05, 1.0)) if mech.steps else 1.0,
         ramp_lines=float(np.clip(np.exp(x[3]), 1.0, 1 << 20)) if mech.steps else 1.0,
         period_per_line=float(np.clip(x[1], 0.5, 64.0)),
@@ -638,7 +644,7 @@ def _search(
 
 
 def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) -> Profile:
-    rate = max(1, min(RATE_ONE, round(k.rate * RATE_ONE)))
+    rate = max(1, min(round(MAX_RATE * RATE_ONE), round(k.rate * RATE_ONE)))
     ramp_start, ramp_step, ramp_inc, task_gap = 0, 1, 0, 0  # Profile's "off" values
     if mech.steps and k.start < 1.0:
         start = max(1, round(rate * k.start))
