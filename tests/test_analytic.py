@@ -106,12 +106,14 @@ def test_multicore_workloads_take_the_slowest_core() -> None:
 
 
 def test_settings_grid_is_the_engines_formula() -> None:
-    """What calibration searches over (the governor grid) equals the engine for a static task."""
+    """What calibration searches over (the governor grid) equals the engine for a static task,
+    the profile's demand warm-up included (at RING and its multiples every line starves)."""
     assert CHIP.settings.ramp  # the fitted profile's governor: one step
-    n = np.array([100, 4096, RING - 300, RING - 100, RING, RING + 100, 5 * RING + 7])
+    assert CHIP.settings.dwarm  # and its demand warm-up
+    n = np.array([100, 4096, RING - 300, RING - 100, RING, RING + 100, 3 * RING, 5 * RING + 7])
     for h in (h for h in hyps.buggy() if h.static):
         want = [r.cycles for r in contract.run_many("analytic", h, CHIP, [_one(x) for x in n])]
-        got = _grid(CHIP, h.credit_array(CHIP.geometry, n), n, warm=False)
+        got = _grid(CHIP, h.credit_array(CHIP.geometry, n), n)
         assert got.tolist() == want
 
 
