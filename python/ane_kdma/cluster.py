@@ -296,6 +296,8 @@ class Cluster:
             ) from None
         except InputError:
             raise
+        except dist.comm.CommClosedError as exc:  # the client's link closed while gathering
+            raise self._lost(exc) from None
         except Exception as exc:  # raised by run_chunk on a worker, retried RETRIES times
             raise ClusterError(
                 f"cluster {self.address}: a chunk failed on a worker after {RETRIES} "
