@@ -27,7 +27,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # tests need the same standings (test_validate's ranking, test_calibration's committed
 # ranking, the golden `validate` and `calibrate` figures, the synthetic chip's calibrate
 # then validate). `shared_standings` lets them judge each (chip, profile, tolerances)
-# once per worker: the memo is session-wide, the patch only lasts the test that asks for
+# once per worker, and its engine runs go through `_runs_shared` (below), so a test that
+# changes a tolerance judges the same runs anew instead of running them again: the memo is
+# session-wide, the patch only lasts the test that asks for
 # it (a test that changes a tolerance without asking gets the real function). The tests
 # that share it sit in the xdist group RANKING, so one worker computes it once.
 
@@ -60,7 +62,10 @@ def shared_standings(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     def standing(chip: object, profile: object) -> object:
         key = _standing_key(chip, profile)
         if key not in _STANDINGS:
-            _STANDINGS[key] = real(chip, profile)  # type: ignore[arg-type]
+            # the workloads a standing runs do not depend on the tolerances, only its rows'
+            # verdicts do: a fit judged again under changed tolerances reuses every run
+            with _runs_shared():
+                _STANDINGS[key] = real(chip, profile)  # type: ignore[arg-type]
         return copy.deepcopy(_STANDINGS[key])
 
     monkeypatch.setattr(validate, "standing", standing)
