@@ -63,12 +63,16 @@ from ane_kdma.validate.specs import SLOPE_R2, SLOPE_X
 FIT_WINDOWS = (8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 160, 192, 256)
 PENALTY = 100.0  # weight of a violated constraint (relative units squared)
 START_WINDOW = 64  # window the first pass assumes; the V then chooses it
-# The per-core rate is searched up to half a line a cycle (4.0 GB/s a core at the hand-set
+# The per-core rate is searched below half a line a cycle (4.0 GB/s a core at the hand-set
 # 8 ns, 64 GB/s for 16 cores), above every measured per-core figure (60 GB/s / 16 = 3.75).
-# Above it a core's token bucket lets two lines go in consecutive cycles, so identical cores
+# Above half a core's token bucket lets two lines go in consecutive cycles, so identical cores
 # meet at the aggregate bucket every few dozen lines and the cycle model, exact, costs time
-# linear in the size (16 cores x 1 M lines: 1 s at 0.507, 0.01 s at 0.5; docs/speed.md).
-MAX_RATE = 0.5
+# linear in the size (16 cores x 1 M lines of the fix: 1.0 s at 0.507, 0.011 s at 0.5); at
+# exactly half its period search misses the 16 cores' joint period on a paged stream (a 16-core
+# paged transfer at x = -1: 17 s per million lines, against 5.5 s at any size one step below).
+# docs/speed.md has the measurements.
+MAX_RATE_Q16 = RATE_ONE // 2 - 1
+MAX_RATE = MAX_RATE_Q16 / RATE_ONE
 
 
 DATASETS = ("table_a", "points", "table_b", "table_c")  # what a target comes from (--hold-out)
@@ -644,7 +648,7 @@ def _search(
 
 
 def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) -> Profile:
-    rate = max(1, min(round(MAX_RATE * RATE_ONE), round(k.rate * RATE_ONE)))
+    rate = max(1, min(MAX_RATE_Q16, round(k.rate * RATE_ONE)))
     ramp_start, ramp_step, ramp_inc, task_gap = 0, 1, 0, 0  # Profile's "off" values
     if mech.steps and k.start < 1.0:
         start = max(1, round(rate * k.start))
