@@ -239,19 +239,18 @@ def _pairs(items: list[dict[str, object]]) -> list[tuple[object, object]]:
     return [(e["hypothesis"], e["mechanism"]) for e in items]
 
 
-def test_one_judge_the_tolerances_move_both(
+def test_one_judge_a_tolerance_moves_both(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    shared_standings: object,  # keyed on the tolerances too: the changed ones are judged anew
+    shared_standings: object,  # keyed on the tolerances too: the changed one is judged anew
 ) -> None:
-    """Validate's tolerances changed: the ranking validate gives and the profile calibrate
-    writes both move to the same new winner.
+    """One tolerance changed in validate's rules: the ranking validate gives and the profile
+    calibrate writes both move to the same new winner.
 
     The committed fits of the profile's reading under both starved-stream mechanisms stand in
     for calibrate's search (ranking all 21 costs minutes), so the test judges the ranking
-    alone. Two tolerances move, because one cannot: the head passes every row and has the
-    lowest RMS, and the runner-up fails only the V's slope.
+    alone.
     """
     hyp = PROFILE.hypothesis
     pairs = [(hyp, m) for m in mechs.STARVED]  # the registry's order
@@ -269,15 +268,12 @@ def test_one_judge_the_tolerances_move_both(
     before = calibrate.fit_all(CHIP, pairs)  # validate's rules as they are
     assert before[0].profile == PROFILE and calibrate.shortfalls(before[0]) == []
     assert [c.standing for c in before] == validate.rank(CHIP, profiles)
-    assert before[1].standing is not None
-    assert [n.split(" (")[0] for n in before[1].standing["failed"]] == ["V slope near the notch"]
+    assert before[1].standing is not None and before[1].standing["failed"] == []  # on RMS
 
-    # The V's slope to within 11% instead of 10%: the demand window's worst lap side misses
-    # 3.18 by -10.5% (R^2 >= 0.99), so it passes all 43 rows. Table B to within 2.7% instead
-    # of 3%: the warm-up's speedup at 1 MiB per core is +2.8% (the window's +2.5%), so the
+    # Table B to within 2.8% instead of 3%: the warm-up's speedup at 1 MiB per core is +2.95%
+    # (the demand window's +2.54%, and no other Table B figure of either is past 2.8%), so the
     # committed pair drops to 42 of 43 and the demand window heads the ranking.
-    monkeypatch.setattr(specs, "SLOPE_TOL", 0.11)
-    monkeypatch.setattr(specs, "TABLE_B_TOL", 0.027)
+    monkeypatch.setattr(specs, "TABLE_B_TOL", 0.028)
     after = validate.rank(CHIP, profiles)
     assert _pairs(after) == pairs[::-1]
     assert after[0]["failed"] == []
