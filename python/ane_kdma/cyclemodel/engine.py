@@ -6,13 +6,14 @@ import heapq
 
 from ane_kdma.cyclemodel.group import Group, groups_of
 from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job, ModelResult, check, top_cycles
-from ane_kdma.cyclemodel.shortcuts import Shortcuts
+from ane_kdma.cyclemodel.shortcuts import Joint, Shortcuts
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings
 
 JOINT_EVERY = 8  # the general loop looks at its joint state every this many lines
 TOKEN_RETRY = 256  # lines of the first group between two tries of the joint token form
+MERGE_RETRY = 32  # lines between two exact comparisons of the same two groups
 
 
 class Engine(Shortcuts):
@@ -66,6 +67,7 @@ class Engine(Shortcuts):
         self.kmem = geom.kmem_lines
         self.groups = groups_of(hyp, geom, s, job, bp, keep, share)
         self.fast = skip and (bp is None or bp.threshold == 0)
+        self.apart: dict[tuple[int, int], int] = {}  # groups compared unequal: until line
 
     # ------------------------------------------------------------ tasks
     def run(self) -> ModelResult:
@@ -91,9 +93,8 @@ class Engine(Shortcuts):
             self.begin(j + 1, accept, idle)
         results: list[CoreResult | None] = [None] * self.ncores
         for grp in groups:
-            res = grp.result()
             for p in grp.members:
-                results[p] = res
+                results[p] = grp.result(p)
         last = [grp.d_prev for grp in groups if grp.x]
         return ModelResult(top_cycles(last, accepts), results, "recurrence", accepts, fresh)
 
@@ -107,6 +108,49 @@ class Engine(Shortcuts):
         heapq.heapify(heap)
         return heap
 
+    # ------------------------------------------------------------ groups that meet
+    def merge(self, heap: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+        """Groups of the general loop that stand in one state in one cycle become one.
+
+        The aggregate bucket parts a group when it refuses some of its cores;
+        the parts often meet again in the same state (the refused ones catch
+        up within a page, or the next refusal falls on the others), and from
+        then on the general loop would grant them alike. Each is checked
+        exactly (:meth:`Group.twin`); the survivor keeps the lowest index (the
+        loop's first group stays first), takes in the members and records how
+        their counters differ. Returns the new heap, or None (no change).
+        """
+        groups = self.groups
+        where: dict[tuple[int, ...], int] = {}
+        gone: set[int] = set()
+        for e, k in sorted(heap, key=lambda t: t[1]):
+            grp = groups[k]
+            key = (e, grp.x, grp.g_prev, grp.d_prev, grp.tok_after)
+            a = where.get(key)
+            if a is None:
+                where[key] = k
+                continue
+            pair = (id(groups[a]), id(grp))
+            if self.apart.get(pair, -1) > grp.x:
+                continue
+            if groups[a].twin(grp):
+                groups[a].merge(grp)
+                gone.add(k)
+            else:  # (lines the gates still see differ: look again some lines on)
+                self.apart[pair] = grp.x + MERGE_RETRY
+        if not gone:
+            return None
+        index: dict[int, int] = {}
+        kept: list[Group] = []
+        for k, grp in enumerate(groups):
+            if k not in gone:
+                index[k] = len(kept)
+                kept.append(grp)
+        self.groups[:] = kept
+        out = [(e, index[k]) for e, k in heap if k not in gone]
+        heapq.heapify(out)
+        return out
+
     # ------------------------------------------------------------ the general loop
     def issue(self) -> None:
         """Grant every line of the current task: the aggregate bucket arbitrates each cycle."""
@@ -116,7 +160,7 @@ class Engine(Shortcuts):
         heap = self.heap()
         ticks, next_try, backoff, waits = 0, 0, 8, 0
         first = groups[0]  # the general loop's period search looks after its grants
-        seen: dict[tuple[object, ...], tuple[int, list[int], list[int]]] = {}
+        seen: dict[tuple[object, ...], Joint] = {}
         token_try = 0
         while heap:
             if (
@@ -126,6 +170,11 @@ class Engine(Shortcuts):
                 and first.issuing
                 and not first.x % JOINT_EVERY
             ):
+                merged = self.merge(heap)
+                if merged is not None:  # groups that met in one state go on as one
+                    heap = merged  # (the period search goes on: its key names the members)
+                    if len(heap) < 2:
+                        continue
                 if first.x >= token_try:  # every group paced by its token bucket alone
                     jumped = self.joint_token(heap, self.last)
                     if jumped is not None:
@@ -147,7 +196,7 @@ class Engine(Shortcuts):
                     seen[key] = (
                         self.last,
                         [groups[k].x for k in order],
-                        [groups[k].zero for k in order],
+                        [(groups[k].zero, dict(groups[k].zoff)) for k in order],
                     )
             if self.fast and ticks >= next_try:
                 tried = self.try_shadow()
