@@ -248,6 +248,18 @@ class Engine(Shortcuts):
                     c = self.last = nxt
                 continue
             rr = self.rr
+            total = 0
+            for k in asking:
+                total += len(groups[k].members)
+            if total <= cap:  # room for every port that asks: the pointer passes the farthest
+                self.rr = (rr + max(self.table(groups[k].members)[rr] for k in asking) + 1) % ncores
+                self.bank = min(avail - total * one, one)
+                for k in asking:
+                    grp = groups[k]
+                    grp.grant(c)
+                    if grp.issuing:
+                        heapq.heappush(heap, (grp.earliest(), k))
+                continue
             ports = sorted(((p - rr) % ncores, p, k) for k in asking for p in groups[k].members)
             budget = min(len(ports), cap)
             granted = {p for _, p, _ in ports[:budget]}
