@@ -20,8 +20,8 @@ class Engine(Shortcuts):
     """One run: the groups, the aggregate bucket, and the task loop.
 
     The general loop advances the groups from grant to grant through a heap
-    (cost: one step per line per group). Three shortcuts bound the cost for
-    any size (all exact, all off with ``skip=False``; none with back-pressure):
+    (cost: one step per line per group). Its shortcuts bound the cost (all
+    exact, all off with ``skip=False``; none with back-pressure):
 
     * Shadows. Identical cores split at their first cycle (the aggregate
       bucket grants 13 of 16 full banks) and then run as time-shifted copies.
@@ -38,6 +38,10 @@ class Engine(Shortcuts):
       changes (see _token_jump). What the bucket sees is a pure function of
       the pattern relative to the leader's grant, so its analysis is
       memoised: the points of a sweep meet the same few patterns.
+    * Merges. The general loop's groups that stand in one state in one cycle
+      (parts of a group the bucket split, met again) become one group
+      (:meth:`merge`): near-lockstep cores cost one group per state, not
+      one per core, while no period lets them jump.
     * Periods. Otherwise (gates binding: demand-gated bursts), the whole
       state relative to the leader's latest grant (its ring window, bank,
       governor, credit phase; the aggregate bank and round-robin pointer; the
@@ -140,6 +144,8 @@ class Engine(Shortcuts):
                 self.apart[pair] = grp.x + MERGE_RETRY
         if not gone:
             return None
+        x = groups[0].x  # (forget the pairs due again: the dict stays as small as the groups)
+        self.apart = {pair: line for pair, line in self.apart.items() if line > x}
         index: dict[int, int] = {}
         kept: list[Group] = []
         for k, grp in enumerate(groups):
