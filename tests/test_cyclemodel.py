@@ -306,6 +306,51 @@ def test_jumps_inside_the_starved_line_counter_equal_stepped(counting: Counter) 
     assert counting["joint_token", False] + counting["joint_token", True], counting
 
 
+def test_groups_the_bucket_parted_merge_again_and_equal_stepped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The refit's worst sweep points: paged, 16 cores, 64 or 192 lines of credit per page
+    (near the notch), the governor's step and the demand path's warm-up. After the step the
+    aggregate bucket parts the cores into groups a cycle apart; the parts meet again in one
+    state (Group.twin) and go on as one group (Engine.merge), and a joint period jumps over
+    a merge (a member whose own lines end inside the period repeats them). Both are
+    required to happen; every counter and every line equals simulate, skip=False and one
+    group per core. The chip's profile with the step and the warm-up 4x sooner: ~3 s."""
+    h, s = hyps.get("paged"), replace(CHIP.settings, ramp_step_lines=2000, dwarm_lines=2000)
+    n = RING + 192  # a page's credit: 192 lines
+    seen: Counter = Counter()
+    merge, joint = cm.group.Group.merge, cm.engine.Engine.joint_jump
+
+    def spy_merge(self: cm.group.Group, other: cm.group.Group) -> None:
+        seen["merge"] += 1
+        merge(self, other)
+
+    def spy_joint(self: cm.engine.Engine, heap: list, c: int, hit: Any) -> Any:
+        keys = sorted(k for _, k in heap)
+        across = any(
+            len(before[0]) > x0
+            for k, x0 in zip(keys, hit[1], strict=True)
+            for before in self.groups[k].pre.values()
+        )
+        done = joint(self, heap, c, hit)
+        seen["joint across a merge"] += done is not None and across
+        return done
+
+    monkeypatch.setattr(cm.group.Group, "merge", spy_merge)
+    monkeypatch.setattr(cm.engine.Engine, "joint_jump", spy_joint)
+    job = [[(c * n, n)] for c in range(16)]
+    ref = cm.simulate(h, G, s, job)
+    fast = cm.run(h, G, s, job, keep_lines=True)
+    assert seen["merge"] and seen["joint across a merge"], seen
+    _same(fast, ref)
+    merges = seen["merge"]
+    _same(cm.run(h, G, s, job), ref)
+    assert seen["merge"] == 2 * merges  # (the same merges without the lines)
+    _same(cm.run(h, G, s, job, keep_lines=True, skip=False), fast)
+    _same(cm.run(h, G, s, job, keep_lines=True, share=False), fast)
+    assert seen["merge"] == 2 * merges  # (no shortcuts: no merges; one group per core: none)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_cores_that_differ_only_in_bases_share_one_group(seed: int) -> None:
     """The registry says the credit ignores the start line: cores that differ only in their

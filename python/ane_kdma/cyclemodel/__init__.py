@@ -30,7 +30,8 @@ Two engines compute this:
 * :func:`run` advances only at grants: each core's next grant is the latest of
   its token, task and occupancy constraints (a max-plus recurrence), and the
   aggregate bucket arbitrates the cores that ask in the same cycle. Cores with
-  identical work share one state until the aggregate bucket tells them apart.
+  identical work share one state until the aggregate bucket tells them apart,
+  and again once the parts meet in one state (checked exactly).
   Its cost is bounded for any legal size: it keeps O(1) state per core (the
   gates see at most KMem lines back), steps one leader for cores that are
   time-shifted copies of one another, and jumps steady state: in closed form
@@ -65,7 +66,8 @@ Adding a rate or floor mechanism (a new input of :class:`Settings`):
    ``governor.py`` (as the ramp does). State it keeps per request goes in
    :meth:`Group.start_task`; state that differs line by line and that the
    future depends on is a column of ``lines.Ring`` (give its kind; the
-   shortcuts then carry it), and a scalar compared in :meth:`Group.same_state`.
+   shortcuts then carry it), and a scalar compared in :meth:`Group.same_state`
+   and :meth:`Group.twin` (what a merge of two groups compares).
 3. ``group.py``: say when the arithmetic changes, so no shortcut jumps across
    it: :meth:`Group.steady_lines` (lines it holds still, e.g. until the
    governor's next step) and :meth:`Group.settled` (a start-up the shortcuts

@@ -6,21 +6,22 @@ import heapq
 
 from ane_kdma.cyclemodel.group import Group, groups_of
 from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job, ModelResult, check, top_cycles
-from ane_kdma.cyclemodel.shortcuts import Shortcuts
+from ane_kdma.cyclemodel.shortcuts import Joint, Shortcuts
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings
 
 JOINT_EVERY = 8  # the general loop looks at its joint state every this many lines
 TOKEN_RETRY = 256  # lines of the first group between two tries of the joint token form
+MERGE_RETRY = 32  # lines between two exact comparisons of the same two groups
 
 
 class Engine(Shortcuts):
     """One run: the groups, the aggregate bucket, and the task loop.
 
     The general loop advances the groups from grant to grant through a heap
-    (cost: one step per line per group). Three shortcuts bound the cost for
-    any size (all exact, all off with ``skip=False``; none with back-pressure):
+    (cost: one step per line per group). Its shortcuts bound the cost (all
+    exact, all off with ``skip=False``; none with back-pressure):
 
     * Shadows. Identical cores split at their first cycle (the aggregate
       bucket grants 13 of 16 full banks) and then run as time-shifted copies.
@@ -37,6 +38,10 @@ class Engine(Shortcuts):
       changes (see _token_jump). What the bucket sees is a pure function of
       the pattern relative to the leader's grant, so its analysis is
       memoised: the points of a sweep meet the same few patterns.
+    * Merges. The general loop's groups that stand in one state in one cycle
+      (parts of a group the bucket split, met again) become one group
+      (:meth:`merge`): near-lockstep cores cost one group per state, not
+      one per core, while no period lets them jump.
     * Periods. Otherwise (gates binding: demand-gated bursts), the whole
       state relative to the leader's latest grant (its ring window, bank,
       governor, credit phase; the aggregate bank and round-robin pointer; the
@@ -66,6 +71,7 @@ class Engine(Shortcuts):
         self.kmem = geom.kmem_lines
         self.groups = groups_of(hyp, geom, s, job, bp, keep, share)
         self.fast = skip and (bp is None or bp.threshold == 0)
+        self.apart: dict[tuple[int, int], int] = {}  # groups compared unequal: until line
 
     # ------------------------------------------------------------ tasks
     def run(self) -> ModelResult:
@@ -91,9 +97,8 @@ class Engine(Shortcuts):
             self.begin(j + 1, accept, idle)
         results: list[CoreResult | None] = [None] * self.ncores
         for grp in groups:
-            res = grp.result()
             for p in grp.members:
-                results[p] = res
+                results[p] = grp.result(p)
         last = [grp.d_prev for grp in groups if grp.x]
         return ModelResult(top_cycles(last, accepts), results, "recurrence", accepts, fresh)
 
@@ -107,6 +112,51 @@ class Engine(Shortcuts):
         heapq.heapify(heap)
         return heap
 
+    # ------------------------------------------------------------ groups that meet
+    def merge(self, heap: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+        """Groups of the general loop that stand in one state in one cycle become one.
+
+        The aggregate bucket parts a group when it refuses some of its cores;
+        the parts often meet again in the same state (the refused ones catch
+        up within a page, or the next refusal falls on the others), and from
+        then on the general loop would grant them alike. Each is checked
+        exactly (:meth:`Group.twin`); the survivor keeps the lowest index (the
+        loop's first group stays first), takes in the members and records how
+        their counters differ. Returns the new heap, or None (no change).
+        """
+        groups = self.groups
+        where: dict[tuple[int, ...], int] = {}
+        gone: set[int] = set()
+        for e, k in sorted(heap, key=lambda t: t[1]):
+            grp = groups[k]
+            key = (e, grp.x, grp.g_prev, grp.d_prev, grp.tok_after)
+            a = where.get(key)
+            if a is None:
+                where[key] = k
+                continue
+            pair = (id(groups[a]), id(grp))
+            if self.apart.get(pair, -1) > grp.x:
+                continue
+            if groups[a].twin(grp):
+                groups[a].merge(grp)
+                gone.add(k)
+            else:  # (lines the gates still see differ: look again some lines on)
+                self.apart[pair] = grp.x + MERGE_RETRY
+        if not gone:
+            return None
+        x = groups[0].x  # (forget the pairs due again: the dict stays as small as the groups)
+        self.apart = {pair: line for pair, line in self.apart.items() if line > x}
+        index: dict[int, int] = {}
+        kept: list[Group] = []
+        for k, grp in enumerate(groups):
+            if k not in gone:
+                index[k] = len(kept)
+                kept.append(grp)
+        self.groups[:] = kept
+        out = [(e, index[k]) for e, k in heap if k not in gone]
+        heapq.heapify(out)
+        return out
+
     # ------------------------------------------------------------ the general loop
     def issue(self) -> None:
         """Grant every line of the current task: the aggregate bucket arbitrates each cycle."""
@@ -116,7 +166,7 @@ class Engine(Shortcuts):
         heap = self.heap()
         ticks, next_try, backoff, waits = 0, 0, 8, 0
         first = groups[0]  # the general loop's period search looks after its grants
-        seen: dict[tuple[object, ...], tuple[int, list[int], list[int]]] = {}
+        seen: dict[tuple[object, ...], Joint] = {}
         token_try = 0
         while heap:
             if (
@@ -126,6 +176,11 @@ class Engine(Shortcuts):
                 and first.issuing
                 and not first.x % JOINT_EVERY
             ):
+                merged = self.merge(heap)
+                if merged is not None:  # groups that met in one state go on as one
+                    heap = merged  # (the period search goes on: its key names the members)
+                    if len(heap) < 2:
+                        continue
                 if first.x >= token_try:  # every group paced by its token bucket alone
                     jumped = self.joint_token(heap, self.last)
                     if jumped is not None:
@@ -147,7 +202,7 @@ class Engine(Shortcuts):
                     seen[key] = (
                         self.last,
                         [groups[k].x for k in order],
-                        [groups[k].zero for k in order],
+                        [(groups[k].zero, dict(groups[k].zoff)) for k in order],
                     )
             if self.fast and ticks >= next_try:
                 tried = self.try_shadow()
@@ -199,6 +254,18 @@ class Engine(Shortcuts):
                     c = self.last = nxt
                 continue
             rr = self.rr
+            total = 0
+            for k in asking:
+                total += len(groups[k].members)
+            if total <= cap:  # room for every port that asks: the pointer passes the farthest
+                self.rr = (rr + max(self.table(groups[k].members)[rr] for k in asking) + 1) % ncores
+                self.bank = min(avail - total * one, one)
+                for k in asking:
+                    grp = groups[k]
+                    grp.grant(c)
+                    if grp.issuing:
+                        heapq.heappush(heap, (grp.earliest(), k))
+                continue
             ports = sorted(((p - rr) % ncores, p, k) for k in asking for p in groups[k].members)
             budget = min(len(ports), cap)
             granted = {p for _, p, _ in ports[:budget]}

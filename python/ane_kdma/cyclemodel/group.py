@@ -97,6 +97,10 @@ class Group:
         self.keep: tuple[list[int], list[int]] | None = ([], []) if keep else None
         self.lo = 0  # the first line the ring holds (lines below it are stale)
         self.ring = Ring(ring_lines(self.kmem))
+        # members merged in from a group that met this one in the same state (see
+        # :meth:`twin`): what their counters add to the group's, and their lines before
+        self.zoff: dict[int, int] = {}  # zero-credit cycles
+        self.pre: dict[int, tuple[list[int], list[int]]] = {}  # keep_lines: grants, drains
 
     # ------------------------------------------------------------ the ring of latest lines
     def resize(self, cap: int, lo: int) -> None:
@@ -122,6 +126,8 @@ class Group:
         if self.keep is not None:
             twin.keep = (list(self.keep[0]), list(self.keep[1]))
         twin.ready = self.ready  # only shared when there is no back-pressure
+        twin.zoff = {p: v for p, v in self.zoff.items() if p in members}
+        twin.pre = {p: v for p, v in self.pre.items() if p in members}  # (never mutated)
         return twin
 
     # ------------------------------------------------------------ task boundaries
@@ -137,6 +143,7 @@ class Group:
         self.last_grant_in_task = accept
         if not busy:  # kdma_core clears its counters when it takes a task while idle
             self.epoch, self.epoch_line, self.zero, self.peak = accept, self.x, 0, 0
+            self.zoff = {}  # (every member's count starts again from 0)
             self.warm_end = self.x + self.s.warm_lines
             self.gov.restart(accept, self.finish())  # a request starts: the governor too
             self.dwin.start()  # ... and the demand window
@@ -347,16 +354,120 @@ class Group:
         self.g_prev, self.d_prev, self.pop_prev = c, d, pop
         self.x, self.q = x + 1, q + 1
 
-    def result(self) -> CoreResult:
+    def result(self, member: int) -> CoreResult:
+        """The counters of one member core (a merged one adds what it had before)."""
         keep = self.keep
+        grants = drains = None
+        if keep is not None:
+            lines: tuple[list[int], list[int]] = keep
+            if member in self.pre:
+                before = self.pre[member]
+                cut = len(before[0])
+                lines = (before[0] + keep[0][cut:], before[1] + keep[1][cut:])
+            grants = np.asarray(lines[0], dtype=np.int64)
+            drains = np.asarray(lines[1], dtype=np.int64)
         return CoreResult(
             cycles=self.d_prev - self.epoch if self.x > self.epoch_line else 0,
-            zero_credit_cycles=self.zero,
+            zero_credit_cycles=self.zero + self.zoff.get(member, 0),
             peak_inflight=self.peak,
             issued=self.x,
-            grants=None if keep is None else np.asarray(keep[0], dtype=np.int64),
-            drains=None if keep is None else np.asarray(keep[1], dtype=np.int64),
+            grants=grants,
+            drains=drains,
         )
+
+    # ------------------------------------------------------------ groups that meet
+    def twin(self, other: Group) -> bool:
+        """True if `other` stands in this group's state after the same line in the same cycle
+        (its next try too, which the caller compares): the general loop would then grant both
+        alike from here on, so one group can serve both (the bucket parts them again if it
+        must). Compared is everything the arithmetic of a line reads (:meth:`earliest`,
+        :meth:`grant`, the task loop): the scalars, the lines in flight, the demand lines
+        the demand window can still see, and the drains the gates can still see (a line
+        drained by the latest grant cannot bind a later one: drains only grow). The counters
+        may differ: the zero-credit count by what :meth:`merge` records; the in-flight peak
+        must be equal (it is a maximum: a merged member could not keep its own)."""
+        if self.work != other.work or not (self.always and other.always):
+            return False
+        mine = (
+            self.x,
+            self.j,
+            self.g_prev,
+            self.d_prev,
+            self.pop_prev,
+            self.tok_after,
+            self.last_grant_in_task,
+            self.floor,
+            self.prev_done,
+            self.task_first,
+            self.epoch,
+            self.epoch_line,
+            self.warm_end,
+            self.peak,
+            self.gov.rate,
+            self.gov.count,
+            self.gov.before,
+            self.dwin.starved,
+            self.dwin_live,
+            self.refused >= self.x,
+            self.keep is None,
+        )
+        theirs = (
+            other.x,
+            other.j,
+            other.g_prev,
+            other.d_prev,
+            other.pop_prev,
+            other.tok_after,
+            other.last_grant_in_task,
+            other.floor,
+            other.prev_done,
+            other.task_first,
+            other.epoch,
+            other.epoch_line,
+            other.warm_end,
+            other.peak,
+            other.gov.rate,
+            other.gov.count,
+            other.gov.before,
+            other.dwin.starved,
+            other.dwin_live,
+            other.refused >= other.x,
+            other.keep is None,
+        )
+        if mine != theirs or self.pend != other.pend:
+            return False
+        # the demand window looks back at most `window` demand lines (a starved line's cap)
+        w = self.window
+        if min(len(self.dd), w) != min(len(other.dd), w):
+            return False
+        if any(self.dd[-i] != other.dd[-i] for i in range(1, min(len(self.dd), w) + 1)):
+            return False
+        # the gates look back at most KMem lines; those drained by the last grant cannot bind
+        x, g = self.x, self.g_prev
+        lo = max(x - self.kmem, 0)
+        start = max(lo, self.low, other.low)
+        if start >= x:
+            return start == x
+        a, b = self.ring, other.ring
+        if start > lo and (a.drain[start & a.mask] > g or b.drain[start & b.mask] > g):
+            return False  # (a line the gates may still see is no longer held)
+        z = np.arange(start, x, dtype=np.int64)
+        da = np.maximum(a.view("drain")[z & a.mask], g)
+        db = np.maximum(b.view("drain")[z & b.mask], g)
+        return bool(np.array_equal(da, db))
+
+    def merge(self, other: Group) -> None:
+        """Take in the members of `other`, a :meth:`twin` of this group."""
+        for p in other.members:
+            self.zoff[p] = other.zero - self.zero + other.zoff.get(p, 0)
+            if self.keep is not None and other.keep is not None:
+                if p in other.pre:  # its lines before it joined `other`, then other's own
+                    before = other.pre[p]
+                    cut = len(before[0])
+                    self.pre[p] = (before[0] + other.keep[0][cut:], before[1] + other.keep[1][cut:])
+                else:
+                    self.pre[p] = (list(other.keep[0]), list(other.keep[1]))
+        self.members = sorted(self.members + other.members)
 
     # ------------------------------------------------------------ shadows and jumps
     def same_state(self, lead: Group, delta: int) -> bool:

@@ -20,6 +20,10 @@ JOINT_FIRST = 1 << 12  # ... and first this far
 JOINT_CYCLES = 1 << 18  # the general loop's token form looks this far at most
 SAMPLE = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)  # the joint key's sampled lines back (< 90)
 MIN_JUMP = 64  # the token form's shortest jump (a jump costs about what 30 stepped lines do)
+#: the general loop's state at a cycle, as the period search keeps it: the cycle, and per
+#: issuing group (by index) its next line and its zero-credit count (the group's, and what
+#: each merged member adds to it)
+Joint = tuple[int, list[int], list[tuple[int, dict[int, int]]]]
 
 
 class _Token:
@@ -553,8 +557,8 @@ class Shortcuts(Arbiter):
     def joint_key(self, heap: list[tuple[int, int]], c: int) -> tuple[object, ...] | None:
         """What the general loop's state after cycle c looks like, relative to cycle c.
 
-        Every issuing group (each in the heap once): its line relative to the
-        first one's, its next try, its scalars (token bank, governor rate,
+        Every issuing group (each in the heap once): its members, its line
+        relative to the first one's, its next try, its scalars (token bank, governor rate,
         credit phase, the counter's demand window and warm-up, a refusal), and
         its latest lines relative to c; then the aggregate bank and pointer.
         Equal keys only propose a period: :meth:`joint_jump` compares exactly.
@@ -575,6 +579,7 @@ class Shortcuts(Arbiter):
             parts.append(
                 (
                     k,
+                    tuple(grp.members),  # (groups merge and part: the same index, other cores)
                     e - c,
                     x - x_ref,
                     ring.drain[i] - c,
@@ -592,7 +597,7 @@ class Shortcuts(Arbiter):
         return (tuple(parts), self.bank, self.rr)
 
     def joint_jump(
-        self, heap: list[tuple[int, int]], c: int, hit: tuple[int, list[int], list[int]]
+        self, heap: list[tuple[int, int]], c: int, hit: Joint
     ) -> list[tuple[int, int]] | None:
         """The general loop's state after cycle c repeats that after an earlier cycle c0
         (every issuing group P lines on, T cycles later): jump whole periods.
@@ -604,7 +609,10 @@ class Shortcuts(Arbiter):
         holds still (its credit pattern, governor rate and starved-line
         counter: :meth:`Group.steady_lines`). Each group lands m periods on;
         the bucket's bank and pointer repeat; the counters move by their
-        gain per period. Returns the new heap, or None (no jump).
+        gain per period. Groups may have merged and parted within the period
+        (the key names every group's members, so they stand as they did): each
+        member's count and lines then repeat its own, not the group's. Returns
+        the new heap, or None (no jump).
         """
         c0, xs0, zeros0 = hit
         keys = sorted(k for _, k in heap)
@@ -631,13 +639,21 @@ class Shortcuts(Arbiter):
             t, keep = grp.x - 1, grp.reach + 2
             ring = grp.ring
             src = np.arange(t - keep + 1, t + 1, dtype=np.int64)
-            dz = m * (grp.zero - z0)
+            zero0, zoff0 = z0
+            dz = m * (grp.zero - zero0)
             ring.put(src + gain, moved(ring.get(src, COLUMNS), dt, gain, dz))
+            for p in grp.members:  # a member's own gain per period, where it differs
+                more = grp.zoff.get(p, 0) - zoff0.get(p, 0)
+                if more:
+                    grp.zoff[p] = grp.zoff.get(p, 0) + m * more
             if grp.keep is not None:
+                for p, before in list(grp.pre.items()):  # a member with lines of its own
+                    cut = len(before[0])
+                    if cut > x0:  # ... in the period: it repeats them
+                        own = (before[0] + grp.keep[0][cut:], before[1] + grp.keep[1][cut:])
+                        grp.pre[p] = (_repeat(own[0], x0, m, span), _repeat(own[1], x0, m, span))
                 for lst in grp.keep:
-                    seg = lst[x0:]
-                    for r in range(1, m + 1):
-                        lst.extend(v + r * span for v in seg)
+                    lst[:] = _repeat(lst, x0, m, span)
             q_from, refused = grp.q, grp.refused >= grp.x
             grp.lo = t + gain - keep + 1
             grp.x = t + gain + 1
@@ -749,6 +765,15 @@ def _own_peak(tok0: int, r: int, lat: int, kmem: int) -> np.ndarray:
     t = -((tok0 - n * one) // r)
     inflight = n - np.searchsorted(t, t - lat, side="right")
     out: np.ndarray = np.maximum.accumulate(inflight[kmem:])
+    return out
+
+
+def _repeat(lines: list[int], x0: int, m: int, span: int) -> list[int]:
+    """Lines (cycles) with their part from x0 on repeated m times more, span cycles apart."""
+    seg = lines[x0:]
+    out = list(lines)
+    for r in range(1, m + 1):
+        out.extend(v + r * span for v in seg)
     return out
 
 
