@@ -315,8 +315,11 @@ def test_groups_the_bucket_parted_merge_again_and_equal_stepped(
     state (Group.twin) and go on as one group (Engine.merge), and a joint period jumps over
     a merge (a member whose own lines end inside the period repeats them). Both are
     required to happen; every counter and every line equals simulate, skip=False and one
-    group per core. The chip's profile with the step and the warm-up 4x sooner: ~3 s."""
-    h, s = hyps.get("paged"), replace(CHIP.settings, ramp_step_lines=2000, dwarm_lines=2000)
+    group per core. The chip's profile with the step and the warm-up 4x sooner, and the rate
+    at exactly half a line a cycle (calibrate keeps the fitted rate one step below it, where
+    the parts do not drift apart; a profile may still set it): ~3 s."""
+    h = hyps.get("paged")
+    s = replace(CHIP.settings, core_rate_q16=RATE_ONE // 2, ramp_step_lines=2000, dwarm_lines=2000)
     n = RING + 192  # a page's credit: 192 lines
     seen: Counter = Counter()
     merge, joint = cm.group.Group.merge, cm.engine.Engine.joint_jump
