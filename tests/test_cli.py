@@ -101,7 +101,10 @@ def test_split_lines() -> None:
         (["predict", "--bytes-per-core", "64", "--chip", "m9"], "no such chip"),
         (["replay", "/nonexistent/dump.bin"], "no such file"),
         # calibrate's exact engine: before the chip is read or anything is fitted
-        (["calibrate", "--engine", "analytic", "--out", "/nonexistent/p.json"], "not exact"),
+        (
+            ["calibrate", "--engine", "analytic", "--out", "/nonexistent/p.json"],
+            "needs an exact engine and analytic is not",
+        ),
         (["calibrate", "--engine", "rtl", "--out", "-"], "does not build"),
         (
             ["calibrate", "--engine", "rtl", "--out", "-", "--hypothesis", "paged"]

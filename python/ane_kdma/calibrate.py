@@ -108,10 +108,10 @@ def check_engine(name: str) -> str:
     if not contract.get_engine(name).exact:
         exact = [e.name for e in contract.REGISTRY if contract.get_engine(e.name).exact]
         raise InputError(
-            f"calibrate cannot run on the {name} engine: it is not exact, and calibrate's "
-            "residuals, constraint checks and correction to its closed-form search must be "
-            f"(the {name} engine is that closed form, within {ANALYTIC_TOL:.0%} on paged "
-            f"readings); use --engine {' or '.join(exact)}"
+            f"calibrate needs an exact engine and {name} is not: it is the closed form the "
+            f"search itself runs on (within {ANALYTIC_TOL:.0%} of the cycle model on paged "
+            "readings), which the residuals, constraint checks and correction check exactly; "
+            f"use --engine {', '.join(exact[:-1])} or {exact[-1]}"
         )
     return name
 
