@@ -161,8 +161,9 @@ def run(args: argparse.Namespace) -> int:
     with cal_mod.engine_options(opts["engine"]):  # one core, a few sizes: inline
         best.confirmed = cal_mod.confirm(chip, best)
     if not best.confirmed["ok"]:
+        exact = cal_mod.ENGINE_WORDS.get(opts["engine"], f"the {opts['engine']} engine")
         raise InputError(
-            "calibration: the analytic engine disagrees with the cycle model beyond its "
+            f"calibration: the analytic engine disagrees with the {exact} beyond its "
             f"stated accuracy ({cal_mod.ANALYTIC_TOL:.0%}; exact for static readings)"
         )
     if to_stdout:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
