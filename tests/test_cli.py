@@ -100,6 +100,17 @@ def test_split_lines() -> None:
         (["predict", "--bytes-per-core", "64", "--profile", "m9"], "profile missing"),
         (["predict", "--bytes-per-core", "64", "--chip", "m9"], "no such chip"),
         (["replay", "/nonexistent/dump.bin"], "no such file"),
+        # calibrate's exact engine: before the chip is read or anything is fitted
+        (
+            ["calibrate", "--engine", "analytic", "--out", "/nonexistent/p.json"],
+            "needs an exact engine and analytic is not",
+        ),
+        (["calibrate", "--engine", "rtl", "--out", "-"], "does not build"),
+        (
+            ["calibrate", "--engine", "rtl", "--out", "-", "--hypothesis", "paged"]
+            + ["--mechanism", "warmup"],
+            "the RTL does not build the warmup mechanism",
+        ),
         (["frobnicate"], "invalid choice"),
     ],
 )

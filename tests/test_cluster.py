@@ -199,15 +199,6 @@ def test_the_rtl_engine_on_workers_that_build_their_own_harness(
     assert built and all(name.startswith(vb.TOP) for name in built), built
 
 
-def _need_rtl() -> None:
-    from ane_kdma.engines import verilator as vb
-
-    try:
-        vb.toolchain()
-    except vb.HarnessBuildError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.parametrize("engine", ["model", "rtl"])
 def test_validate_on_the_cluster_equals_jobs_1(
     engine: str, address: str, one_core_chip: chips.Chip, capsys: pytest.CaptureFixture[str]
@@ -231,10 +222,33 @@ def test_validate_on_the_cluster_equals_jobs_1(
         assert (s3, theirs) == (s1, mine)
 
 
+@pytest.mark.parametrize("engine", ["model", "rtl"])
 def test_calibrate_on_the_cluster_equals_jobs_1(
-    address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    engine: str,
+    address: str,
+    one_core_chip: chips.Chip,
+    harness_cache: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    argv = ["calibrate", "--hypothesis", "signed", "--mechanism", "none", "--json"]
+    """One pair with a closed form (signed x none: the cheapest fit). model: the m3; rtl: the
+    one-core m3 (its two points, on the 1-core builds the workers hold from the rtl sweep,
+    or build). On rtl the profile is also the model's, byte for byte, and every exact
+    evaluation ran on the RTL (the search and validate's ranking on the closed form)."""
+    argv = ["calibrate", "--engine", engine, "--hypothesis", "signed", "--mechanism", "none"]
+    argv += ["--json"]
+    if engine == "rtl":
+        _need_rtl()
+        argv += ["--chip", str(one_core_chip.path)]
+    ran: list[str] = []  # the engine of every run_many call, here and on the cluster
+    real = contract.run_many
+
+    def run_many(name: str, *args: Any, **kw: Any) -> list[contract.Result]:
+        ran.append(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(contract, "run_many", run_many)
     s1, here, _ = _cli([*argv, "--out", str(tmp_path / "a.json"), "--jobs", "1"], capsys)
     s2, there, err = _cli(
         [*argv, "--out", str(tmp_path / "b.json"), "--scheduler", address], capsys
@@ -242,6 +256,16 @@ def test_calibrate_on_the_cluster_equals_jobs_1(
     assert s1 == s2 == 0, err
     assert json.loads(here) == json.loads(there)
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    assert set(ran) == {engine, "analytic"}, sorted(set(ran))  # no other engine ran
+    if engine == "rtl":  # the workers ran it on their own builds; and the model's fit
+        from ane_kdma.engines import verilator as vb
+
+        signed = f"{vb.TOP}-CreditMode{hyps.get('signed').encoding}-NumCores1-"
+        assert any(p.name.startswith(signed) for p in harness_cache.iterdir())
+        argv[argv.index("rtl")] = "model"
+        s3, model, _ = _cli([*argv, "--out", str(tmp_path / "m.json"), "--jobs", "1"], capsys)
+        assert (s3, json.loads(model)) == (s1, json.loads(here))
+        assert (tmp_path / "m.json").read_bytes() == (tmp_path / "a.json").read_bytes()
 
 
 def test_the_environment_names_the_scheduler(

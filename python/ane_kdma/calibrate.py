@@ -29,17 +29,29 @@ tolerance in ``ane_kdma.validate.specs`` moves both alike.
 
 Search: Nelder-Mead from fixed starts on the analytic engine (the governor's
 longest path, vectorised), then integer refinement; every fitted profile's
-residuals and constraint checks are then taken from the cycle-model engine
-with all of the chip's cores streaming, and the analytic formula is
-confirmed on one core, to the cycle. The whole search is deterministic.
+residuals and constraint checks are then taken from an exact engine with all
+of the chip's cores streaming, and the analytic formula is confirmed on one
+core, to the cycle. The whole search is deterministic.
+
+The exact engine. Every exact evaluation (the search's correction, the
+residuals, the constraint checks, the V where the closed form lacks the
+mechanism, the confirmation) runs on one engine of the contract: the cycle
+model by default, or the RTL itself (``fit(..., engine="rtl")``,
+``calibrate --engine rtl``). The exact engines agree to the cycle, so the
+profile and the ranking are the same whichever ran. The analytic engine is
+refused: it is the search's own closed form, which the exact engine checks.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -49,7 +61,7 @@ from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import MEASURED_DIR, Chip, chips_dir
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
-from ane_kdma.hw import RATE_ONE
+from ane_kdma.hw import RATE_ONE, RTL_SETTINGS
 from ane_kdma.measured import Measurements
 from ane_kdma.profile import (
     MAX_DWIN_STEP_LINES,
@@ -76,6 +88,82 @@ MAX_RATE = MAX_RATE_Q16 / RATE_ONE
 
 
 DATASETS = ("table_a", "points", "table_b", "table_c")  # what a target comes from (--hold-out)
+
+
+# ---------------------------------------------------------------- the exact engine
+
+EXACT_ENGINE = "model"  # the default: the cycle model (the RTL's counters, exactly)
+RTL_ENGINES = ("rtl", "cocotb")  # the RTL itself: only the mechanisms built in rtl/
+_ENGINE: ContextVar[str] = ContextVar("ane_kdma_calibrate_engine", default=EXACT_ENGINE)
+
+
+def exact_engine() -> str:
+    """The engine the exact evaluations run on (set by :func:`engine_options`)."""
+    return _ENGINE.get()
+
+
+def check_engine(name: str) -> str:
+    """An engine calibrate can evaluate on: any exact engine of the contract (one line if not)."""
+    contract.check_engine(name)
+    if not contract.get_engine(name).exact:
+        exact = [e.name for e in contract.REGISTRY if contract.get_engine(e.name).exact]
+        raise InputError(
+            f"calibrate needs an exact engine and {name} is not: it is the closed form the "
+            f"search itself runs on (within {ANALYTIC_TOL:.0%} of the cycle model on paged "
+            "readings), which the residuals, constraint checks and correction check exactly; "
+            f"use --engine {', '.join(exact[:-1])} or {exact[-1]}"
+        )
+    return name
+
+
+def rtl_lacks(mechanism: str) -> list[str]:
+    """The mechanism's run-time inputs the RTL has no input for (empty: rtl/ builds it)."""
+    return [i for i in mechs.get(mechanism).inputs if i not in RTL_SETTINGS]
+
+
+def check_mechanisms(engine: str, mechanisms: Sequence[str]) -> None:
+    """Refuse, before any fit, a mechanism the engine cannot run (the RTL builds a few)."""
+    if engine not in RTL_ENGINES:
+        return
+    lacking = [m for m in dict.fromkeys(mechanisms) if rtl_lacks(m)]
+    if lacking:
+        built = [m.name for m in mechs.REGISTRY if not rtl_lacks(m.name)]
+        raise InputError(
+            f"--engine {engine}: the RTL does not build the {', '.join(lacking)} "
+            f"mechanism{'s' if len(lacking) > 1 else ''} (it builds {', '.join(built)}): "
+            "name one of those with --hypothesis and --mechanism, or use --engine model"
+        )
+
+
+@contextmanager
+def engine_options(engine: str | None = None) -> Iterator[str]:
+    """Within the block, the exact evaluations run on `engine` (None: as they were).
+
+    Why a context, as contract.options is for --jobs: the exact runs sit deep
+    in the fit (the correction, the V, the residuals), and the caller decides.
+    """
+    if engine is None:
+        yield exact_engine()
+        return
+    token = _ENGINE.set(check_engine(engine))
+    try:
+        yield engine
+    finally:
+        _ENGINE.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_engine(fn: F) -> F:
+    """Give `fn` an `engine=` keyword that sets :func:`engine_options` around it."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, engine: str | None = None, **kw: Any) -> Any:
+        with engine_options(engine):
+            return fn(*args, **kw)
+
+    return wrapped  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -168,6 +256,7 @@ class Calibration:
     confirmed: dict[str, object] = field(default_factory=dict)
     # validate's judgement of this fit on its own profile (validate.standing), once ranked
     standing: validate.Standing | None = None
+    engine: str = EXACT_ENGINE  # the exact engine its residuals and checks ran on
 
     @property
     def ok(self) -> bool:
@@ -698,8 +787,9 @@ def _shape(profile: Profile) -> Profile:
 
 
 def _v_engine(profile: Profile) -> str:
-    """The engine the V is read on: the closed form where it follows the mechanism."""
-    return "analytic" if mechs.get(profile.mechanism).closed_form else "model"
+    """The engine the V is read on: the closed form where it follows the mechanism, else
+    the exact engine."""
+    return "analytic" if mechs.get(profile.mechanism).closed_form else exact_engine()
 
 
 def _one_core(chip: Chip) -> Chip:
@@ -732,8 +822,8 @@ def _items(rows: Sequence[Target] | Sequence[Bound]) -> list[Item]:
 def _chip_cycles(
     chip: Chip, hyp: hyps.Hypothesis, items: Sequence[Item], cores: int | None = None
 ) -> np.ndarray:
-    """Cycles of every core streaming each workload, on the cycle model (exact), through the
-    engine contract (``run_many``: --jobs and --scheduler spread them).
+    """Cycles of every core streaming each workload, on the exact engine (:func:`exact_engine`),
+    through the engine contract (``run_many``: --jobs and --scheduler spread them).
 
     Every workload runs on the hypothesis, as ``validate`` runs it: a size at
     the notch has credit 0 in every reading; off it (Table A, the D = 2016 point,
@@ -749,11 +839,12 @@ def _chip_cycles(
             loads.append(Workload.from_chunks([p * lb for p in parts], n_cores, lb))
         else:
             loads.append(Workload.from_size(int(n) * lb, n_cores, 1, lb))
-    return np.array([r.cycles for r in contract.run_many("model", hyp, chip, loads)], dtype=float)
+    runs = contract.run_many(exact_engine(), hyp, chip, loads)
+    return np.array([r.cycles for r in runs], dtype=float)
 
 
 def _exact(chip: Chip, prob: Problem, profile: Profile, cores: int | None = None) -> Fix:
-    """(target cycles, bound cycles) of a profile on the cycle model."""
+    """(target cycles, bound cycles) of a profile on the exact engine."""
     fitted = chip.with_profile(profile)
     hyp = hyps.get(profile.hypothesis)
     items = _items(prob.targets) + _items(prob.bounds)
@@ -764,7 +855,7 @@ def _exact(chip: Chip, prob: Problem, profile: Profile, cores: int | None = None
 def _correction(
     chip: Chip, prob: Problem, k: Knobs, mech: mechs.Mechanism, profile: Profile
 ) -> Fix:
-    """The exact cycles on one core less the search's closed form, at these knobs."""
+    """The exact engine's cycles on one core less the search's closed form, at these knobs."""
     exact_t, exact_b = _exact(chip, prob, profile, cores=1)
     t = _cycles(
         chip,
@@ -787,10 +878,12 @@ def _correction(
     return exact_t - t, exact_b - b
 
 
+@takes_engine
 def evaluate(
     chip: Chip, prob: Problem, profile: Profile, slope: bool = True, cycles: Fix | None = None
 ) -> Calibration:
-    """A profile's residuals and constraint checks, exactly, on every core of the chip."""
+    """A profile's residuals and constraint checks, exactly, on every core of the chip
+    (`cycles`: the exact engine's, already run)."""
     fitted = chip.with_profile(profile)
     hyp = hyps.get(profile.hypothesis)
     ns = profile.ns_per_cycle / 1000.0
@@ -826,7 +919,8 @@ def evaluate(
     rel = np.array([r.rel_err for r in residuals])
     s_mean = s_r2 = s_worst = None
     if slope and prob.slope_per_lap is not None:
-        laps = prob.laps if _v_engine(profile) == "analytic" else (prob.laps[0], prob.laps[-1])
+        closed = mechs.get(profile.mechanism).closed_form
+        laps = prob.laps if closed else (prob.laps[0], prob.laps[-1])
         per_k, r2s = _v(chip, profile, hyp, laps)
         s_mean, s_r2 = float(np.mean(per_k)), float(min(r2s))
         s_worst = max(abs(v - prob.slope_per_lap) for v in per_k) / prob.slope_per_lap
@@ -844,6 +938,7 @@ def evaluate(
         knee_lines_per_cycle=min(profile.window_lines + page, chip.geometry.kmem_lines)
         / (profile.latency_cycles + 2),
         rate_lines_per_cycle=profile.core_rate_q16 / RATE_ONE,
+        engine=exact_engine(),
     )
 
 
@@ -851,15 +946,16 @@ def evaluate(
 
 
 Shared = tuple[Knobs, tuple[int, int], Fix | None]
-_SHARED: dict[tuple[int, Problem, str], Shared] | None = None  # fit_all's, while it runs
+_SHARED: dict[tuple[int, Problem, str, str], Shared] | None = None  # fit_all's, while it runs
 
 
+@takes_engine
 def fit_mechanism(chip: Chip, prob: Problem, mech: mechs.Mechanism) -> Shared:
     """The mechanism's knobs, the memory warm-up's (lines, extra cycles) ((0, 0): none) and
     the search's correction to the cycle model: the same for every hypothesis (at x = 0
     every reading has no credit; split workloads of whole tasks have the full credit in
     every reading), so :func:`fit_all` computes it once per mechanism."""
-    key = (id(chip), prob, mech.name)
+    key = (id(chip), prob, mech.name, exact_engine())
     if _SHARED is not None and key in _SHARED:
         return _SHARED[key]
     base = mechs.get("none") if mech.name in ("warmup", "task-cost") else mech
@@ -880,6 +976,7 @@ def fit_mechanism(chip: Chip, prob: Problem, mech: mechs.Mechanism) -> Shared:
     return k, warm, fix
 
 
+@takes_engine
 def fit_hypothesis(
     chip: Chip,
     prob: Problem,
@@ -935,7 +1032,7 @@ def _polish(
     k: Knobs,
     fix: Fix | None,
 ) -> tuple[Knobs, Fix]:
-    """The knobs at their window, corrected to the cycle model for this reading and searched
+    """The knobs at their window, corrected to the exact engine for this reading and searched
     again from where they are."""
     _, ovh, _, _ = _objective(chip, prob, k, mech, fix)
     fix = _correction(chip, prob, k, mech, _profile(chip, k, mech, ovh, hyp.name))
@@ -947,9 +1044,9 @@ WARM_EXTRA = (32, 128, 512, 2048)
 
 
 def _fit_warmup(chip: Chip, prob: Problem, prof: Profile) -> Profile:
-    """The memory warm-up's two inputs on a grid, scored on one core of the cycle model.
+    """The memory warm-up's two inputs on a grid, scored on one core of the exact engine.
 
-    The closed form has no warm-up, so the grid runs the exact model (one core,
+    The closed form has no warm-up, so the grid runs the exact engine (one core,
     the targets and the constraints); the overhead is refitted for each point.
     A warm-up that does not beat none at all stays at zero.
     """
@@ -965,7 +1062,7 @@ def _fit_warmup(chip: Chip, prob: Problem, prof: Profile) -> Profile:
 
 
 def _model_objective(chip: Chip, prob: Problem, prof: Profile) -> tuple[float, float]:
-    """(objective, overhead) of a profile on one core of the cycle model (targets, bounds)."""
+    """(objective, overhead) of a profile on one core of the exact engine (targets, bounds)."""
     ns = prof.ns_per_cycle / 1000.0
     t_cyc, b_cyc = _exact(chip, prob, prof, cores=1)
     cyc = t_cyc * ns
@@ -1006,9 +1103,11 @@ def _exact_overhead(chip: Chip, prob: Problem, profile: Profile, cycles: Fix) ->
 
 
 @contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
+@takes_engine  # engine=: the exact engine (the cycle model by default)
 def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = ()) -> Calibration:
     """One hypothesis x mechanism, fitted and evaluated exactly (deterministic); `hold_out`
     leaves datasets out of the fit (:func:`problem`)."""
+    check_mechanisms(exact_engine(), [mechanism])
     meas = chip.measured
     prob = problem(chip, meas, hold_out)
     mech = mechs.get(mechanism)
@@ -1032,7 +1131,12 @@ WARM_CYCLES = 2
 def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
     """The fits in validate's order (:func:`ane_kdma.validate.rank_key`: its counted rows on
     each fit's own profile, then the RMS error; a tie keeps the registries' order), best
-    first; each gets its standing."""
+    first; each gets its standing.
+
+    No engine to choose: the ranking is validate's judge, run as ``validate`` runs it (the
+    analytic engine where it has the mechanism's closed form, else the cycle model), so the
+    head is the head of validate's ranking. The RTL builds only mechanisms with a closed
+    form (:func:`check_mechanisms`), so on the RTL the ranking runs no cycle model."""
     for c in cals:
         c.standing = validate.standing(chip, c.profile)
     return sorted(cals, key=lambda c: validate.rank_key(_standing(c)))
@@ -1050,11 +1154,13 @@ def shortfalls(cal: Calibration) -> list[str]:
 
 
 @contract.takes_jobs
+@takes_engine
 def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[Calibration]:
     """Every buggy hypothesis x every mechanism (or these pairs), in validate's ranking,
     best first."""
     if pairs is None:
         pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
+    check_mechanisms(exact_engine(), [m for _, m in pairs])  # before the first fit
     global _SHARED
     quiet = contract.current_options().quiet
     _SHARED = {}  # each mechanism's search, once for every hypothesis
@@ -1103,8 +1209,9 @@ class HoldOut:
 
 
 @contract.takes_jobs
+@takes_engine
 def hold_out(chip: Chip, hypothesis: str, mechanism: str, datasets: Sequence[str]) -> HoldOut:
-    """Fit without `datasets`, then predict every figure of theirs on the cycle model."""
+    """Fit without `datasets`, then predict every figure of theirs on the exact engine."""
     held = tuple(datasets)
     cal = fit(chip, hypothesis, mechanism, hold_out=held)
     full = problem(chip, chip.measured)
@@ -1218,8 +1325,10 @@ def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements)
     return replace(p, notes=notes)
 
 
+@contract.takes_jobs
+@takes_engine
 def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
-    """The fitted sizes on one core in every mode: the analytic engine beside the cycle model.
+    """The fitted sizes on one core in every mode: the analytic engine beside the exact one.
 
     Static readings must agree to the cycle (within WARM_CYCLES with the demand
     warm-up on); the paged reading's closed form is an approximation within
@@ -1241,7 +1350,7 @@ def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
             "skipped": f"the analytic engine has no closed form for {cal.profile.mechanism}",
         }
     for h in hyps.registry():
-        exact = [r.cycles for r in contract.run_many("model", h, fitted, loads)]
+        exact = [r.cycles for r in contract.run_many(exact_engine(), h, fitted, loads)]
         fast = [r.cycles for r in contract.run_many("analytic", h, fitted, loads)]
         diff = max(abs(a - b) / a for a, b in zip(exact, fast, strict=True))
         per_mode[h.name] = diff
@@ -1276,6 +1385,9 @@ def report(cal: Calibration) -> dict[str, object]:
         "constraints_met": cal.ok,
         "confirmed_on_cycle_model": cal.confirmed,
     }
+
+
+ENGINE_WORDS = {"model": "cycle model", "rtl": "RTL (Verilator)", "cocotb": "RTL (cocotb)"}
 
 
 def render(cal: Calibration, out: str) -> str:
@@ -1313,13 +1425,14 @@ def render(cal: Calibration, out: str) -> str:
             f"{cal.slope_r2:.3f}), measured {cal.slope_target:g}"
         )
     c = cal.confirmed
+    said = ENGINE_WORDS.get(cal.engine, f"the {cal.engine} engine")
     if c.get("skipped"):
-        lines.append(f"cycle model only: {c['skipped']}")
+        lines.append(f"{said} only: {c['skipped']}")
     elif c:
         modes = c["modes"]
         assert isinstance(modes, dict)
         lines.append(
-            f"cycle model: {c['sizes']} sizes on one core; the analytic engine's largest "
+            f"{said}: {c['sizes']} sizes on one core; the analytic engine's largest "
             "relative difference: " + ", ".join(f"{m} {d:.1e}" for m, d in modes.items())
         )
     return "\n".join(lines)

@@ -7,6 +7,13 @@ becomes the profile. Naming both fits just that one.
 
 --hold-out DATASET fits one pair (named, or the profile's) without that
 dataset and predicts it: a test of the fit, which writes no file.
+
+--engine names the exact engine (the cycle model by default, or the RTL:
+rtl) that runs every exact evaluation; the search itself is the closed form,
+so the analytic engine is refused. The exact engines agree to the cycle: the
+profile and fits.json are the same bytes whichever ran. The RTL builds some
+of the mechanisms only: a pair it lacks, or the full ranking (which has
+them all), is refused before any fit.
 """
 
 from __future__ import annotations
@@ -55,6 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default=None)
+    sp.add_argument(  # add_common's --engine, with what it does here
+        "--engine",
+        default=cal_mod.EXACT_ENGINE,
+        type=common.engine,
+        help="the exact engine of every exact evaluation (the residuals, the constraints, the "
+        "correction to the closed-form search, the confirmation): model (default) or rtl "
+        "(the RTL's mechanisms only); not analytic, the search's own closed form",
+    )
     sp.set_defaults(func=run)
 
 
@@ -87,7 +102,9 @@ def fits_document(cals: list[cal_mod.Calibration]) -> dict[str, object]:
 
 
 def _jobs(args: argparse.Namespace) -> dict[str, Any]:
-    return common.run_options(args)  # --jobs, --scheduler, quiet under --json
+    """--jobs, --scheduler, quiet under --json, and --engine (checked: analytic is refused)."""
+    engine = cal_mod.check_engine(getattr(args, "engine", None) or cal_mod.EXACT_ENGINE)
+    return {**common.run_options(args), "engine": engine}
 
 
 def _hold_out(args: argparse.Namespace) -> int:
@@ -106,7 +123,9 @@ def _hold_out(args: argparse.Namespace) -> int:
         h, m = chip.profile.hypothesis, chip.profile.mechanism
     if not hyps.get(h).buggy:
         raise InputError(f"{h} is the fix: calibrate fits the buggy readings")
-    held = cal_mod.hold_out(chip, h, m, (args.hold_out,), **_jobs(args))
+    opts = _jobs(args)
+    cal_mod.check_mechanisms(opts["engine"], [m])
+    held = cal_mod.hold_out(chip, h, m, (args.hold_out,), **opts)
     if args.json:
         print(json.dumps(cal_mod.hold_out_report(held)))
     else:
@@ -117,6 +136,7 @@ def _hold_out(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "hold_out", None) is not None:
         return _hold_out(args)
+    opts = _jobs(args)  # a bad engine or scheduler address: before the chip is read
     chip = common.load_chip(args)
     out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
     to_stdout = str(args.out) == STDOUT
@@ -130,16 +150,20 @@ def run(args: argparse.Namespace) -> int:
         h = hyps.get(args.hypothesis)
         if not h.buggy:
             raise InputError(f"{h.name} is the fix: calibrate fits the buggy readings")
-        mechs.get(args.mechanism)
-        one = cal_mod.fit(chip, h.name, args.mechanism, **_jobs(args))
-        cals = cal_mod.rank(chip, [one], **_jobs(args))
+        m = mechs.get(args.mechanism).name
+        cal_mod.check_mechanisms(opts["engine"], [m])
+        one = cal_mod.fit(chip, h.name, m, **opts)
+        cals = cal_mod.rank(chip, [one], **common.run_options(args))
     else:
-        cals = cal_mod.fit_all(chip, **_jobs(args))
+        cal_mod.check_mechanisms(opts["engine"], mechs.names())
+        cals = cal_mod.fit_all(chip, **opts)
     best = cals[0]
-    best.confirmed = cal_mod.confirm(chip, best)
+    with cal_mod.engine_options(opts["engine"]):  # one core, a few sizes: inline
+        best.confirmed = cal_mod.confirm(chip, best)
     if not best.confirmed["ok"]:
+        exact = cal_mod.ENGINE_WORDS.get(opts["engine"], f"the {opts['engine']} engine")
         raise InputError(
-            "calibration: the analytic engine disagrees with the cycle model beyond its "
+            f"calibration: the analytic engine disagrees with the {exact} beyond its "
             f"stated accuracy ({cal_mod.ANALYTIC_TOL:.0%}; exact for static readings)"
         )
     if to_stdout:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
