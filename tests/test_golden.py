@@ -49,13 +49,15 @@ def test_recorded_set_is_current() -> None:
 
 
 SHARED = ("validate", "calibrate")  # their standings, fit and runs are shared (conftest.py)
+#: the xdist group of a command's test: validate and calibrate beside test_validate's ranking
+#: and test_calibration's fit (the same standings and fit); sweep beside tests/test_sweep.py,
+#: whose module sweep is this one (the analytic engine's page patterns, cached per process)
+GROUPS = {"validate": "ranking", "calibrate": "ranking", "sweep": "sweep"}
 
 
 def _params() -> list[object]:
-    """validate and calibrate in the xdist group of test_validate's ranking and
-    test_calibration's fit, which compute the same standings and fit."""
     return [
-        pytest.param(c, marks=pytest.mark.xdist_group("ranking")) if c[0] in SHARED else c
+        pytest.param(c, marks=pytest.mark.xdist_group(GROUPS[c[0]])) if c[0] in GROUPS else c
         for c in golden.commands()
     ]
 
