@@ -320,7 +320,15 @@ def _args(**kw: object) -> argparse.Namespace:
     )
 
 
-def test_cli_writes_atomically(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_atomically(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    shared_fits: object,  # the fit is `cal`'s (test_fit_is_deterministic fits again)
+    shared_standings: object,  # its standing is the ranking's
+    shared_runs: None,  # the confirmation's runs, the golden `calibrate`'s
+) -> None:
+    """The command's own path: the fit it makes is `cal` (shared, tests/conftest.py), and
+    what is tested here is what the command does with it: the report and one file, whole."""
     out = tmp_path / "m3.json"
     one = {"hypothesis": PROFILE.hypothesis, "mechanism": PROFILE.mechanism}
     assert calibrate_cmd.run(_args(out=out, json=True, **one)) == 0
