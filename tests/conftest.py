@@ -13,11 +13,35 @@ from ane_kdma.errors import InputError
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A bad or misspelled KDMA_* knob stops the run with one line (ane_kdma.knobs)."""
+    """A bad or misspelled KDMA_* knob stops the run with one line (ane_kdma.knobs); so does
+    a pytest that would spread an xdist group over both workers (below)."""
     try:
         knobs.read()
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
+    _check_groups_hold(config)
+
+
+def _check_groups_hold(config: pytest.Config) -> None:
+    """pytest 9.2 with pytest-xdist <= 3.8 ignores every `xdist_group` under --dist loadgroup
+    (pytest-dev/pytest-xdist#1386; the dev extra pins pytest below 9.2). The groups are not
+    only a saving: formal/run.sh (tests/test_formal.py) runs once per worker in formal/, and
+    two workers running it at once race on its sby status files. So a venv that drifted
+    past the pin stops here, in one line, instead of failing or slowing down obscurely."""
+    if getattr(config.option, "dist", "no") != "loadgroup" or not getattr(
+        config.option, "numprocesses", None
+    ):
+        return
+    from importlib.metadata import version
+
+    def release(name: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in version(name).split(".")[:2] if p.isdigit())
+
+    if release("pytest") >= (9, 2) and release("pytest-xdist") <= (3, 8):
+        raise pytest.UsageError(
+            f"pytest {version('pytest')} with pytest-xdist {version('pytest-xdist')} ignores "
+            "xdist_group (pytest-xdist#1386): pip install 'pytest<9.2' (the dev extra's pin)"
+        )
 
 
 # ------------------------------------------------- shared expensive results (issue 17)

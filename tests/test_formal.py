@@ -1,9 +1,12 @@
 """Formal jobs in formal/: the fix is proven; the solver finds the erratum's sizes on its own.
 
-Each test runs one sby task (its own directory formal/<job>_<task>/, so the
-tests may run in parallel) and, for covers, checks the transfer size the
-solver chose in its witness trace against erratum section 4. Two more tests
-run the kdma_core jobs (formal/core_proof_*.ys, yosys' own SAT solver).
+`make formal` (formal/run.sh) runs once per session, here: every sby task and
+every kdma_core .ys job, one summary line each. The tests then read what it
+left in each task's directory (formal/<job>_<task>/, formal/<script>/): the
+status and the log of every proof, and, for covers, the transfer size the
+solver chose in its witness trace against erratum section 4. So CI runs the
+proofs once (.ci/run no longer calls `make formal` after `make test`), and
+run.sh itself is under test.
 """
 
 from __future__ import annotations
@@ -20,13 +23,9 @@ from types import ModuleType
 
 import pytest
 
-# sby tasks of one job share a status database in the job's directory, so two
-# workers running tasks of the same job race on it: each job's tasks stay on one
-# worker (an xdist group per job); different jobs run in parallel.
-
-
-def _job_group(job: str) -> pytest.MarkDecorator:
-    return pytest.mark.xdist_group(f"formal-{job}")
+# run.sh runs every job in turn in formal/ (sby tasks of one job share a status database
+# there): one worker runs it, and every test of the module reads its results.
+pytestmark = pytest.mark.xdist_group("formal")
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,47 +59,10 @@ def _load_witness() -> ModuleType:
 
 @dataclass(frozen=True)
 class Sby:
-    """How to run yowasp-sby so that it finds the yowasp tools."""
+    """yowasp-sby and the environment that lets it (and run.sh) find the yowasp tools."""
 
     exe: str
     env: dict[str, str]
-
-    def run(self, job: str, task: str) -> Path:
-        task_dir = FORMAL / f"{job}_{task}"
-        shutil.rmtree(task_dir, ignore_errors=True)
-        proc = subprocess.run(
-            [self.exe, "-f", f"{job}.sby", task],
-            cwd=FORMAL,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        status_file = task_dir / "status"
-        status = status_file.read_text().split()[0] if status_file.exists() else "ERROR"
-        tail = proc.stdout[-4000:] + proc.stderr[-2000:]
-        assert status == "PASS", f"{job}_{task}: {status} (rc {proc.returncode})\n{tail}"
-        return task_dir
-
-    def run_ys(self, script: str) -> Path:
-        """A formal/<script>.ys job, run from the repository root as run.sh does."""
-        task_dir = FORMAL / script
-        shutil.rmtree(task_dir, ignore_errors=True)
-        task_dir.mkdir()
-        log = task_dir / "logfile.txt"
-        cmd = [self.env["YOSYS"], "-q", "-l", str(log.relative_to(REPO))]
-        proc = subprocess.run(
-            [*cmd, "-s", f"formal/{script}.ys"],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        text = log.read_text() if log.exists() else ""
-        tail = text[-4000:] + proc.stderr[-2000:]
-        assert proc.returncode == 0, f"{script}: rc {proc.returncode}\n{tail}"
-        return task_dir
 
 
 @pytest.fixture(scope="module")
@@ -125,18 +87,86 @@ def witness() -> ModuleType:
     return _load_witness()
 
 
+def _expected_tasks() -> list[str]:
+    """Every task directory run.sh should report: the [tasks] of each formal/*.sby (run.sh's
+    own reading of them) and each formal/*.ys."""
+    dirs = []
+    for sby_file in sorted(FORMAL.glob("*.sby")):
+        on = False
+        for line in sby_file.read_text().splitlines():
+            if line.startswith("["):
+                on = line.strip() == "[tasks]"
+            elif on and line.split() and not line.lstrip().startswith("#"):
+                dirs.append(f"{sby_file.stem}_{line.split()[0]}")
+    return dirs + [ys.stem for ys in sorted(FORMAL.glob("*.ys"))]
+
+
+@dataclass(frozen=True)
+class FormalRun:
+    """What `make formal` (formal/run.sh) printed and left behind."""
+
+    returncode: int
+    lines: dict[str, tuple[str, str]]  # task directory -> (status, detail)
+    last: str
+    text: str
+
+    def task_dir(self, name: str) -> Path:
+        """A task's directory, once run.sh has said PASS for it."""
+        status, detail = self.lines.get(name, ("MISSING", ""))
+        log = FORMAL / name / "logfile.txt"
+        tail = log.read_text()[-4000:] if log.exists() else self.text[-2000:]
+        assert status == "PASS", f"{name}: {status} {detail}\n{tail}"
+        assert (FORMAL / name / "status").read_text().split()[0] == "PASS", name
+        return FORMAL / name
+
+
+@pytest.fixture(scope="module")
+def formal_run(sby: Sby) -> FormalRun:
+    """formal/run.sh, as `make formal` calls it, once for the module."""
+    # run.sh looks on PATH, then in the repo's .venv: put the tools the fixture found first
+    path = os.pathsep.join([str(Path(sby.exe).parent), sby.env.get("PATH", "")])
+    proc = subprocess.run(
+        ["bash", str(FORMAL / "run.sh")],
+        cwd=REPO,
+        env={**sby.env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    out = proc.stdout.strip().splitlines()
+    lines = {}
+    for line in out[:-1]:
+        name, status, *detail = line.split(maxsplit=2)
+        lines[name] = (status, detail[0] if detail else "")
+    text = proc.stdout + proc.stderr
+    return FormalRun(proc.returncode, lines, out[-1] if out else "", text)
+
+
+def test_make_formal_runs_every_job_and_passes(formal_run: FormalRun) -> None:
+    """One line per task of every formal/*.sby and per formal/*.ys, all PASS, exit 0."""
+    assert sorted(formal_run.lines) == sorted(_expected_tasks()), formal_run.text
+    bad = {k: v for k, v in formal_run.lines.items() if v[0] != "PASS"}
+    assert not bad, formal_run.text
+    assert formal_run.last.startswith("formal: all PASS in "), formal_run.text
+    assert formal_run.returncode == 0, formal_run.text
+
+
+def test_every_task_is_checked_here() -> None:
+    """No job of run.sh goes without its own check below (a new job needs one)."""
+    here = [f"{j}_{t}" for j, t in PROOFS] + [f"{j}_{t}" for j, t, _ in COVERS]
+    here += ["core_proof_prove", "core_proof_cover"]
+    assert sorted(here) == sorted(_expected_tasks())
+
+
 # ---------------------------------------------------------------------------
 # Proofs: the fix, and the exact shape of each buggy notch
 # ---------------------------------------------------------------------------
 PROOFS = [("fixed_proof", "prove"), ("literal_trace", "shape"), ("signed_trace", "shape")]
 
 
-@pytest.mark.parametrize(
-    ("job", "task"),
-    [pytest.param(job, task, marks=_job_group(job)) for job, task in PROOFS],
-)
-def test_proof_passes(sby: Sby, job: str, task: str) -> None:
-    task_dir = sby.run(job, task)
+@pytest.mark.parametrize(("job", "task"), PROOFS)
+def test_proof_passes(formal_run: FormalRun, job: str, task: str) -> None:
+    task_dir = formal_run.task_dir(f"{job}_{task}")
     log = (task_dir / "logfile.txt").read_text()
     assert "successful proof by k-induction" in log, log[-2000:]
 
@@ -198,13 +228,12 @@ COVERS: list[tuple[str, str, Callable[..., None]]] = [
 
 
 @pytest.mark.parametrize(
-    ("job", "task", "check"),
-    [pytest.param(*c, marks=_job_group(c[0]), id=f"{c[0]}_{c[1]}") for c in COVERS],
+    ("job", "task", "check"), [pytest.param(*c, id=f"{c[0]}_{c[1]}") for c in COVERS]
 )
 def test_cover_witness(
-    sby: Sby, witness: ModuleType, job: str, task: str, check: Callable[..., None]
+    formal_run: FormalRun, witness: ModuleType, job: str, task: str, check: Callable[..., None]
 ) -> None:
-    task_dir = sby.run(job, task)
+    task_dir = formal_run.task_dir(f"{job}_{task}")
     w = witness.read_witness(task_dir)
     print(f"{job}_{task}: {w.describe()}")
     check(w)
@@ -213,19 +242,17 @@ def test_cover_witness(
 # ---------------------------------------------------------------------------
 # kdma_core itself: back-to-back tasks, free memory and consumer
 # ---------------------------------------------------------------------------
-@_job_group("core_proof")  # yosys scripts, each in its own directory: kept together anyway
-def test_core_proof(sby: Sby) -> None:
+def test_core_proof(formal_run: FormalRun) -> None:
     # done exactly when a task's last line is drained; only the current task's
     # lines, in order; at most KMem lines outstanding; at most two tasks.
-    task_dir = sby.run_ys("core_proof_prove")
+    task_dir = formal_run.task_dir("core_proof_prove")
     log = (task_dir / "logfile.txt").read_text()
     assert "Induction step proven: SUCCESS!" in log, log[-2000:]
 
 
-@_job_group("core_proof")
-def test_core_cover(sby: Sby, witness: ModuleType) -> None:
+def test_core_cover(formal_run: FormalRun, witness: ModuleType) -> None:
     # Non-vacuity: a second task streams behind the first and both complete.
-    task_dir = sby.run_ys("core_proof_cover")
+    task_dir = formal_run.task_dir("core_proof_cover")
     w = witness.read_core_witness(task_dir)
     print(f"core_proof_cover: {w.describe()}")
     assert w.reached
