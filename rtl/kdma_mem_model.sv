@@ -65,7 +65,6 @@ module kdma_mem_model
   // eligible ports in round-robin order.
   // ---------------------------------------------------------------------------
   logic [TsBits-1:0]                   now_q;
-  logic [NumCores-1:0][AccBits-1:0]    tok_q;
   logic [AccBits-1:0]                  agg_q;
   logic [CoreBits-1:0]                 rr_q;
   logic [NumCores-1:0]                 fifo_full;
@@ -76,12 +75,6 @@ module kdma_mem_model
   logic [CoreBits-1:0]                 rr_d;
 
   assign agg_avail = agg_q + AccBits'(agg_rate_i);
-
-  always_comb begin
-    for (int c = 0; c < NumCores; c++) begin
-      eligible[c] = req_valid_i[c] && !fifo_full[c] && (tok_q[c] + AccBits'(core_rate_i[c]) >= One);
-    end
-  end
 
   always_comb begin
     int idx;
@@ -104,25 +97,34 @@ module kdma_mem_model
   always_ff @(posedge clk_i or negedge rst_ni) begin
     if (!rst_ni) begin
       now_q <= '0;
-      tok_q <= {NumCores{One}};  // buckets start full, as the cycle model assumes
       agg_q <= One;
       rr_q  <= '0;
     end else begin
       now_q <= now_q + 1'b1;
       rr_q  <= arb_restart_i ? '0 : rr_d;
       agg_q <= (agg_avail - agg_spent > One) ? One : agg_avail - agg_spent;
-      for (int c = 0; c < NumCores; c++) begin
-        if (grant[c])                                             tok_q[c] <= tok_q[c] + AccBits'(core_rate_i[c]) - One;
-        else if (tok_q[c] + AccBits'(core_rate_i[c]) > One)       tok_q[c] <= One;
-        else                                                      tok_q[c] <= tok_q[c] + AccBits'(core_rate_i[c]);
-      end
     end
   end
 
   // ---------------------------------------------------------------------------
-  // Per-port in-order response queue of (line address, due cycle).
+  // Per port: its token bucket, and its in-order response queue of (line
+  // address, due cycle).
   // ---------------------------------------------------------------------------
   for (genvar c = 0; c < NumCores; c++) begin : g_port
+    // The port's token bucket (its own register: a packed array of all the
+    // ports' buckets costs Verilator a wide word per port on every cycle).
+    logic [AccBits-1:0]        tok_q, tok_sum;
+
+    assign tok_sum     = tok_q + AccBits'(core_rate_i[c]);
+    assign eligible[c] = req_valid_i[c] && !fifo_full[c] && (tok_sum >= One);
+
+    always_ff @(posedge clk_i or negedge rst_ni) begin
+      if (!rst_ni)            tok_q <= One;  // buckets start full, as the cycle model assumes
+      else if (grant[c])      tok_q <= tok_sum - One;
+      else if (tok_sum > One) tok_q <= One;
+      else                    tok_q <= tok_sum;
+    end
+
     logic [TsBits-1:0]         due_mem  [DepthLines];
     logic [PtrBits-1:0]        wr_q, rd_q;
     logic [PtrBits:0]          count_q;

@@ -11,6 +11,7 @@ engine may build).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -120,3 +121,42 @@ def test_the_counters_only_build_leaves_the_payload_out(tmp_path) -> None:
     assert payload | timing <= full["VAR"] and "line_data" in full["FUNCREF"]
     assert not payload & counters["VAR"] and "line_data" not in counters["FUNCREF"]
     assert timing <= counters["VAR"]
+
+
+def _top_level_items(text: str) -> list[str]:
+    """`text` split at the commas outside any parentheses or braces, each item's spaces squeezed."""
+    items, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    items.append("".join(cur))
+    return [" ".join(i.split()) for i in items]
+
+
+def test_the_assertion_guard_checks_what_the_assertions_check() -> None:
+    """kdma_core runs its nine assertions only when `assert_ok` (their conditions) has a 0 bit.
+
+    The conditions are written twice (kdma_core.sv says why): bit k of the guard must be
+    the k-th assertion's condition, token for token, or a failure could pass unchecked.
+    """
+    src = (RTL / "kdma_core.sv").read_text()
+    block = src[src.index("`ifndef SYNTHESIS") : src.index("`endif")]
+    guard = re.search(r"assign\s+assert_ok\s*=\s*\{(.*?)\};", block, re.S)
+    assert guard is not None, "kdma_core.sv: no `assign assert_ok = {...};`"
+    bits = list(reversed(_top_level_items(guard.group(1))))  # {bit 8, ..., bit 0}
+    asserted = []
+    for m in re.finditer(r"\bassert\s*\(", block):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(block[i], 0)
+            i += 1
+        asserted.append(" ".join(block[m.end() : i - 1].split()))
+    assert len(asserted) == 9 and "else if (!(&assert_ok))" in block
+    assert bits == asserted, "the guard and the assertions check different conditions"

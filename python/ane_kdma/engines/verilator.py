@@ -14,9 +14,10 @@ builds kdma_top with ``Payload = 0`` by default: the counters-only RTL, with
 no line addresses or test data through memory and KMem, which no counter
 reads (occupancy and every counter stay; tests/test_batch_rtl.py holds the
 two builds to the same counters), under ``harness/kdma_batch_top.sv``, which
-registers the run-time settings so that Verilator does not re-evaluate the
-logic they reach on every ``eval()`` (the harness settles at least three
-cycles before each workload, so the counters do not move).
+registers the run-time settings and the task inputs, so that Verilator does not
+re-evaluate the logic they reach on every ``eval()`` (the harness settles at
+least three cycles before each workload, and presents each task one edge early,
+so kdma_top sees the same inputs on the same cycles and the counters do not move).
 ``VerilatorEngine(payload=True)`` builds kdma_top itself with the full
 datapath, every port live, as the testbenches see it (bench compares the two).
 """
@@ -232,10 +233,15 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
     check_chip(chip)
     tc = toolchain()
     params = rtl_params(hypothesis, chip, cores, payload)
-    # the counters-only build runs under kdma_batch_top (settings registered, consumer
+    # the counters-only build runs under kdma_batch_top (inputs registered, consumer
     # tied ready); the full build is kdma_top itself, every port live, as the tb sees it
     top, wrapper = (TOP, []) if payload else (BATCH_TOP, [WRAPPER])
-    defines = {"NUM_CORES": cores, "PEAK_BITS": _peak_bits(chip), "KMEM_READY_PORT": int(payload)}
+    defines = {
+        "NUM_CORES": cores,
+        "PEAK_BITS": _peak_bits(chip),
+        "KMEM_READY_PORT": int(payload),
+        "REGISTERED_TASK": int(not payload),  # kdma_batch_top: the task one edge early
+    }
     slug = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
     root = cache_root()
     final = root / f"{TOP}-{slug}-{_fingerprint(tc, params, defines)}"

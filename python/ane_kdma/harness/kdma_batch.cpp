@@ -10,9 +10,13 @@
 // edge after which idle_o rises), with the KMem consumer always ready, and
 // prints the counters the engine contract holds. The full build's top is
 // kdma_top (KMEM_READY_PORT = 1); the counters-only build's is
-// kdma_batch_top.sv: kdma_top with the run-time settings registered (one
-// cycle late; every workload starts after at least three settle cycles) and
-// the consumer tied ready.
+// kdma_batch_top.sv (REGISTERED_TASK = 1): kdma_top with its inputs registered,
+// so that no logic hangs off a top-level input (see the file), and the
+// consumer tied ready. Its run-time settings are taken one cycle late (every
+// workload starts after at least three settle cycles), and its task too: the
+// harness presents each task one edge early (the first before one more idle
+// cycle; the next, or start_i low, at the edge that takes the current one), so
+// kdma_top sees the same tasks on the same cycles as with the inputs direct.
 //
 // stdin, one workload per line (whitespace separated):
 //   latency window core_rate agg_rate ramp_start ramp_step ramp_inc dwarm_lines dwarm_extra
@@ -171,16 +175,27 @@ class Harness {
   void kick(const Settings& s, uint32_t mask,
             const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& tasks) {
     apply(s);
+    present(mask, tasks, 0);
+    tick();
+#if REGISTERED_TASK
+    top_->start_i = 0;  // kdma_top sees the task from this edge on: the next one takes it
+    top_->eval();
+    tick();
+#endif
+    top_->start_i = 0;
+    top_->eval();
+  }
+
+  // Drive task j of every core in mask (0 on the others), start_i high.
+  void present(uint32_t mask, const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& tasks,
+               uint64_t j) {
     for (int c = 0; c < kCores; ++c) {
       const bool on = (mask >> c) & 1u;
-      set_bits(top_->base_addr_i, 32 * c, 32, on ? tasks[c][0].first : 0);
-      set_bits(top_->size_bytes_i, 32 * c, 32, on ? tasks[c][0].second : 0);
+      set_bits(top_->base_addr_i, 32 * c, 32, on ? tasks[c][j].first : 0);
+      set_bits(top_->size_bytes_i, 32 * c, 32, on ? tasks[c][j].second : 0);
     }
     set_bits(top_->core_en_i, 0, kCores, mask);
     top_->start_i = 1;
-    top_->eval();
-    tick();
-    top_->start_i = 0;
     top_->eval();
   }
 
@@ -206,20 +221,28 @@ class Harness {
     bare(settle);
     if (!top_->idle_o) die("engine not idle before a workload");
     uint64_t t0 = 0;
+#if REGISTERED_TASK
+    present(mask, tasks, 0);
+    tick();  // kdma_top sees task 0 from here (one more idle cycle: nothing moves)
+#endif
     for (uint64_t j = 0; j < steps; ++j) {
-      for (int c = 0; c < kCores; ++c) {
-        const bool on = (mask >> c) & 1u;
-        set_bits(top_->base_addr_i, 32 * c, 32, on ? tasks[c][j].first : 0);
-        set_bits(top_->size_bytes_i, 32 * c, 32, on ? tasks[c][j].second : 0);
-      }
-      set_bits(top_->core_en_i, 0, kCores, mask);
-      top_->start_i = 1;
-      top_->eval();
+#if !REGISTERED_TASK
+      present(mask, tasks, j);
+#endif
       const uint64_t since = now_;
       while (!top_->ready_o) {
         tick();
         if (now_ - since > kMaxCycles) die("a task was never taken");
       }
+#if REGISTERED_TASK
+      // the edge that takes task j registers what kdma_top sees after it
+      if (j + 1 < steps) {
+        present(mask, tasks, j + 1);
+      } else {
+        top_->start_i = 0;
+        top_->eval();
+      }
+#endif
       tick();  // the edge that takes task j
       if (j == 0) t0 = now_;
     }
