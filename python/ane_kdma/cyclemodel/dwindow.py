@@ -78,6 +78,15 @@ class DemandWindow:
         if self.starved < self.until:
             self.starved = min(self.starved + lines, self.until)
 
+    def take(self) -> int:
+        """One starved line granted: its extra latency (:meth:`extra`), then :meth:`granted`
+        (the recurrence's hot path, in one call)."""
+        n = self.starved
+        if n < self.until:
+            self.starved = n + 1
+            return self.extra_cycles if n < self.warm else 0
+        return 0
+
     def grown(self) -> bool:
         """True once the window is full and the warm-up over for the rest of the request."""
         return self.starved >= self.until

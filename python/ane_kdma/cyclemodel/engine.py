@@ -45,14 +45,19 @@ class Engine(Shortcuts):
     * Periods. Otherwise (gates binding: demand-gated bursts), the whole
       state relative to the leader's latest grant (its ring window, bank,
       governor, credit phase; the aggregate bank and round-robin pointer; the
-      followers' lags) is hashed per line. When it repeats (checked exactly),
+      followers' lags) is hashed (rolled per line, kept every few lines of the
+      credit pattern's phase: RECORD_EVERY). When it repeats (checked exactly),
       the grants continue periodically: the leader lands as far as the credit
       pattern (the fix's tail), the governor's next step or the task's end
       allow, counters advanced in closed form (the zero-credit count by its
       gain per period; the in-flight peak repeats). Steady state is only
       searched past the memory's warm-up. Its cost is the transient plus one
       period: short for most settings, but a max-plus transient can be long
-      (the paged reading at credit 1 takes 1.3 M lines to settle).
+      (the paged reading at credit 1 takes 1.3 M lines to settle), and
+      a period can be long (28 pages for the paged reading at credit 112 and
+      window 80: the token bank's phase) or cut short (the demand window's
+      steps every few hundred starved lines): those lines are stepped, on
+      the leader alone.
     """
 
     def __init__(

@@ -96,7 +96,9 @@ class Governor:
         if not self.before:
             r = self.rate
             if c > c0:
-                bank = min(bank + (c - c0) * r, RATE_ONE)
+                bank += (c - c0) * r
+                if bank > RATE_ONE:
+                    bank = RATE_ONE
             bank += r - RATE_ONE
         else:
             for r, end in self._segments(c0):

@@ -279,8 +279,9 @@ class Group:
     def earliest(self) -> int:
         """The first cycle the next line may be granted, from this core's own constraints."""
         cred = self.cred_static
-        if cred is None:
-            cred = self.credit(self.q)
+        if cred is None:  # (the credit's chunk, looked up here: the hot path)
+            q, lo = self.q, self.clo
+            cred = self.carr[q - lo] if lo <= q < self.chi else self.credit(q)
         kmem = self.kmem
         g = self.gov.earliest(self.g_prev + 1, self.tok_after)  # the token bucket
         if g < self.floor:  # the task's accept (and its per-task cost)
@@ -309,16 +310,17 @@ class Group:
         q, x = self.q, self.x
         cred = self.cred_static
         if cred is None:
-            cred = self.credit(q)
+            lo = self.clo
+            cred = self.carr[q - lo] if lo <= q < self.chi else self.credit(q)
         gov = self.gov
         tok = self.tok_after = gov.grant(self.g_prev + 1, self.tok_after, c)
         extra = 0
         if cred == 0:  # counted while lines remain: since the last grant (or the accept)
             self.zero += c - self.last_grant_in_task
             if self.dwin_live:
-                extra = self.dwin.extra()  # the demand path's warm-up
-                self.dwin.granted()
-                if self.dwin.grown():
+                dwin = self.dwin
+                extra = dwin.take()  # the demand path's warm-up; the counter moves on
+                if dwin.starved >= dwin.until:  # (grown)
                     self.dwin_live = False
         self.last_grant_in_task = c
         pop = c + (self.lat if x >= self.warm_end else self.lat_warm) + extra  # warm-ups

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from functools import lru_cache
+from math import gcd
 
 import numpy as np
 
@@ -19,6 +20,7 @@ HASH_B = 1_000_003
 JOINT_FIRST = 1 << 12  # ... and first this far
 JOINT_CYCLES = 1 << 18  # the general loop's token form looks this far at most
 SAMPLE = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)  # the joint key's sampled lines back (< 90)
+RECORD_EVERY = 8  # the shadow's period search keeps a state every this many lines at most
 MIN_JUMP = 64  # the token form's shortest jump (a jump costs about what 30 stepped lines do)
 #: the general loop's state at a cycle, as the period search keeps it: the cycle, and per
 #: issuing group (by index) its next line and its zero-credit count (the group's, and what
@@ -142,7 +144,8 @@ class Shortcuts(Arbiter):
         # most; older lines drained, which the jump checks)
         hwin = lead.reach
         h: int | None = None
-        b_top = pow(HASH_B, hwin, HASH_M)
+        hash_b, hash_m = HASH_B, HASH_M
+        b_top = pow(hash_b, hwin, hash_m)
         seen: dict[tuple[object, ...], tuple[int, int]] = {}
         one, big_r, ncores = RATE_ONE, self.big_r, self.ncores
         nxt = [G[y & mask] + dl if y < lead.x else NEVER for y, dl in zip(ys, deltas, strict=True)]
@@ -151,10 +154,37 @@ class Shortcuts(Arbiter):
         token_try = 0
         first, horizon, period = lead.task_first, lead.horizon, lead.period
         n_end = first + lead.n  # the line after the task's last
+        # the period search keeps a state every `rec` lines of the task (rec divides the
+        # credit pattern's period, hence every period the search can find: a repeat is
+        # seen at most rec - 1 lines after it could be)
+        rmask = gcd(period, RECORD_EVERY) - 1
+        # one follower (the usual split of 16 cores: 13 and 3) runs on scalars
+        one_f = nf == 1
+        y0, nx0, dl0 = (ys[0], nxt[0], deltas[0]) if one_f else (0, NEVER, 0)
+        ports0 = sizes[0] * one if one_f else 0
+        tab0 = tabs[0] if one_f else tab_lead
+        ports_lead = m_lead * one
+        earliest, grant = lead.earliest, lead.grant
         while True:
             xl = lead.x
-            e = lead.earliest() if xl < n_end else NEVER
-            if nf:  # the followers' grants before cycle e, in time order, through the bucket
+            e = earliest() if xl < n_end else NEVER
+            if one_f:  # the follower's grants before cycle e, through the bucket
+                while nx0 < e:
+                    if nx0 > last + 1:
+                        bank += (nx0 - last - 1) * big_r
+                        if bank > one:
+                            bank = one
+                    avail = bank + big_r
+                    if ports0 > avail:  # the bucket refuses one: back to the general loop
+                        ys[0], nxt[0] = y0, nx0
+                        self.bank, self.last, self.rr = bank, last, rr
+                        return self._unshadow(lead, fols, ys, deltas, zbase)
+                    bank, last, rr = avail - ports0, nx0, (rr + tab0[rr] + 1) % ncores
+                    if bank > one:
+                        bank = one
+                    y0 += 1
+                    nx0 = G[y0 & mask] + dl0 if y0 < xl else NEVER
+            elif nf:  # the followers' grants before cycle e, in time order, through the bucket
                 t = min(nxt)
                 while t < e:
                     ports, key = 0, -1
@@ -177,28 +207,42 @@ class Shortcuts(Arbiter):
             if e == NEVER:
                 break
             # cycle e: the leader and any follower due then (or in step with it)
-            ports, key = m_lead, tab_lead[rr]
-            for k in range(nf):
-                if nxt[k] == e or (ys[k] == xl and deltas[k] == 0):
-                    ports += sizes[k]
-                    key = max(key, tabs[k][rr])
+            if one_f:
+                with0 = nx0 == e or (y0 == xl and dl0 == 0)
+                if with0:
+                    ports, key = ports_lead + ports0, max(tab_lead[rr], tab0[rr])
+                else:
+                    ports, key = ports_lead, tab_lead[rr]
+            else:
+                ports, key = ports_lead, tab_lead[rr]
+                for k in range(nf):
+                    if nxt[k] == e or (ys[k] == xl and deltas[k] == 0):
+                        ports += sizes[k] * one
+                        key = max(key, tabs[k][rr])
             if e > last + 1:
                 bank += (e - last - 1) * big_r
                 if bank > one:
                     bank = one
             avail = bank + big_r
-            if ports * one > avail:
+            if ports > avail:
+                if one_f:
+                    ys[0], nxt[0] = y0, nx0
                 self.bank, self.last, self.rr = bank, last, rr
                 return self._unshadow(lead, fols, ys, deltas, zbase)
-            bank, last, rr = avail - ports * one, e, (rr + key + 1) % ncores
+            bank, last, rr = avail - ports, e, (rr + key + 1) % ncores
             if bank > one:
                 bank = one
-            lead.grant(e)
-            for k in range(nf):
-                y = ys[k]
-                if nxt[k] == e or (y == xl and deltas[k] == 0):  # granted with the leader
-                    ys[k] = y = y + 1
-                nxt[k] = G[y & mask] + deltas[k] if y <= xl else NEVER
+            grant(e)
+            if one_f:
+                if with0:  # granted with the leader
+                    y0 += 1
+                nx0 = G[y0 & mask] + dl0 if y0 <= xl else NEVER
+            else:
+                for k in range(nf):
+                    y = ys[k]
+                    if nxt[k] == e or (y == xl and deltas[k] == 0):  # granted with the leader
+                        ys[k] = y = y + 1
+                    nxt[k] = G[y & mask] + deltas[k] if y <= xl else NEVER
             # the leader's line xl: its peak, the aggregate after it, its hash
             i = xl & mask
             inflight, pk = lead.inflight, PK[(xl - 1) & mask]
@@ -208,44 +252,62 @@ class Shortcuts(Arbiter):
             if h is not None:
                 sg = hash((e - G[(xl - 1) & mask], D[i] - e, PO[i] - e, CL[i]))
                 SG[i] = sg
-                h = (h * HASH_B + sg - SG[old & mask] * b_top) % HASH_M
+                h = (h * hash_b + sg - SG[old & mask] * b_top) % hash_m
             if xl >= token_try:
+                if one_f:
+                    ys[0], nxt[0] = y0, nx0
                 self.bank, self.last, self.rr = bank, last, rr
                 if self._token_jump(lead, ys, nxt, deltas, groups):
                     seen.clear()
                     bank, last, rr = self.bank, self.last, self.rr
                     lo, entry = lead.lo, lead.x
                     h = None
+                    if one_f:
+                        y0, nx0 = ys[0], nxt[0]
                     continue
                 token_try = xl + kmem
             q = xl - first  # this line's index in the task
-            lag = xl - min(ys) if nf else 0
+            if h is not None and q & rmask:
+                continue  # (the hash rolls on every line)
+            if one_f:
+                lag = xl - y0
+            else:
+                lag = xl - min(ys) if nf else 0
             if old <= lo or q >= horizon or not lead.settled(xl) or lag >= kmem:
                 continue
             if ring.cap < RING_LONG and xl - entry > ring.cap // 2:
-                # no period within half the ring: hold a long one (the dict's lines stay)
-                lead.resize(RING_LONG, lo)
+                # no period within half the ring: hold a longer one (the dict's lines stay),
+                # eight times as long, up to the longest (a long ring costs its allocation)
+                lead.resize(min(ring.cap * 8, RING_LONG), lo)
                 ring = lead.ring
                 G, D, PO, CL = ring.grant, ring.drain, ring.pop, ring.demand
                 PK, SG, AB, RR = ring.peak, ring.sig, ring.agg, ring.rr
                 mask, lo = ring.mask, lead.lo
             if h is None:
                 h = self._hash(lead, xl, hwin)
-            lags = (xl - ys[0]) if nf == 1 else tuple(xl - y for y in ys) if nf else 0
+            if q & rmask:
+                continue
+            lags = lag if one_f else tuple(xl - y for y in ys) if nf else 0
             dw = (lead.dwin.window(), lead.dwin.extra()) if lead.dwin_live else None
             state = (h, lead.tok_after, lead.gov.rate, q % period, bank, rr, lags, dw)
             hit = seen.get(state)
             if hit is not None:
+                if one_f:
+                    ys[0], nxt[0] = y0, nx0
                 self.bank, self.last, self.rr = bank, last, rr
                 if self._jump(lead, hit, ys, nxt, deltas, lag):
                     seen.clear()
                     bank, last, rr = self.bank, self.last, self.rr
                     lo, entry = lead.lo, lead.x
                     h = None
+                    if one_f:
+                        y0, nx0 = ys[0], nxt[0]
                     continue
             elif len(seen) >= RING_LONG - 4 * kmem:
                 seen.clear()  # a period longer than the ring holds: not searched
             seen[state] = (xl, lead.zero)
+        if one_f:
+            ys[0], nxt[0] = y0, nx0
         self.bank, self.last, self.rr = bank, last, rr
         self._unshadow(lead, fols, ys, deltas, zbase)
 
