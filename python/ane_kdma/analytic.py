@@ -628,15 +628,36 @@ def governor_grid(
     warm = (wl > 0) & (ex > 0)
     wl, ex = np.where(warm, wl, 0), np.where(warm, ex, 0)
 
+    # each step's rate and line range, once per grid (tok runs for every candidate line),
+    # stacked on a leading axis so that tok sums the steps in one reduction
+    kshape = np.broadcast(r1, r0, step).shape
+    rks = np.stack(
+        [
+            np.broadcast_to(
+                r1 if k == steps else np.minimum(r0 + (r1 - r0) * k / steps, r1), kshape
+            )
+            for k in range(steps + 1)
+        ]
+    )
+    los = np.stack([np.broadcast_to(np.maximum(k * step, 1.0), kshape) for k in range(steps + 1)])
+    his = np.stack(
+        [
+            np.broadcast_to(np.inf if k == steps else (k + 1) * step - 1, kshape)
+            for k in range(steps + 1)
+        ]
+    )
+
     def tok(i: np.ndarray) -> np.ndarray:
+        """Token time of lines 1..i, line j at the rate of its step: per step, the lines of
+        1..i in it times 1/rate, summed over the steps in order (a cumulative sum adds them
+        one after another, as a loop over the steps does; np.sum may pair them up)."""
         i = np.asarray(i, dtype=float)
-        out = np.zeros(np.broadcast(i, r1, r0, step).shape)
-        for k in range(steps + 1):
-            rk = r1 if k == steps else np.minimum(r0 + (r1 - r0) * k / steps, r1)
-            lo = np.maximum(k * step, 1.0)
-            hi = np.inf if k == steps else (k + 1) * step - 1
-            n = np.clip(np.minimum(i, hi) - lo + 1, 0, None)
-            out = out + n * RATE_ONE / rk
+        nd = max(i.ndim, len(kshape))
+        lead = (steps + 1,) + (1,) * (nd - len(kshape)) + kshape
+        n = np.minimum(i, his.reshape(lead)) - los.reshape(lead) + 1
+        np.maximum(n, 0, out=n)
+        terms = n * RATE_ONE / rks.reshape(lead)
+        out: np.ndarray = np.cumsum(terms, axis=0)[-1] + 0.0
         return out
 
     bounds = [np.floor(k * step).astype(np.int64) for k in range(1, steps + 1)]
