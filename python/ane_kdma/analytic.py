@@ -631,21 +631,13 @@ def governor_grid(
     # each step's rate and line range, once per grid (tok runs for every candidate line),
     # stacked on a leading axis so that tok sums the steps in one reduction
     kshape = np.broadcast(r1, r0, step).shape
-    rks = np.stack(
-        [
-            np.broadcast_to(
-                r1 if k == steps else np.minimum(r0 + (r1 - r0) * k / steps, r1), kshape
-            )
-            for k in range(steps + 1)
-        ]
+    ks = np.arange(steps + 1).reshape((steps + 1,) + (1,) * len(kshape))  # k = 0..steps
+    last_k = ks == steps
+    rks = np.broadcast_to(
+        np.where(last_k, r1, np.minimum(r0 + (r1 - r0) * ks / steps, r1)), ks.shape[:1] + kshape
     )
-    los = np.stack([np.broadcast_to(np.maximum(k * step, 1.0), kshape) for k in range(steps + 1)])
-    his = np.stack(
-        [
-            np.broadcast_to(np.inf if k == steps else (k + 1) * step - 1, kshape)
-            for k in range(steps + 1)
-        ]
-    )
+    los = np.broadcast_to(np.maximum(ks * step, 1.0), rks.shape)
+    his = np.broadcast_to(np.where(last_k, np.inf, (ks + 1) * step - 1), rks.shape)
 
     def tok(i: np.ndarray) -> np.ndarray:
         """Token time of lines 1..i, line j at the rate of its step: per step, the lines of
