@@ -2,9 +2,9 @@
 
 Each (simulator, parameter set) is built once (ane_kdma.sim caches builds by
 content hash, under a lock shared by pytest-xdist workers); each pytest item
-then starts the simulator on that build for one cocotb test. The parameter
-dict is the one the CLI's RTL engine builds (ane_kdma.engines.cocotb), so
-the two share builds.
+is one cocotb test on that build (several share a simulator start, below).
+The parameter dict is the one the CLI's RTL engine builds
+(ane_kdma.engines.cocotb), so the two share builds.
 
 Icarus runs this design about 30x slower than Verilator (and 16 cores far
 slower still), so on Icarus the random integrity sizes stop at one ring (plus
@@ -17,7 +17,7 @@ runs lap 1 (all eight under KDMA_FULL=1) and must give the same numbers.
 The cocotb tests of one build share one simulator start (`SharedRuns`): the
 first pytest item of a (test, hypothesis) group runs every selected case of
 the group in one simulator process, and each item then passes or fails on its
-own case's result. A start costs about 1.2 s of process, Python and cocotb
+own case's result. A start costs about 1.2-1.4 s of process, Python and cocotb
 start-up on Verilator, more than most of these tests take to simulate. The
 group is one xdist group, so one worker starts it once.
 """
