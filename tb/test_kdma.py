@@ -2,9 +2,9 @@
 
 Each (simulator, parameter set) is built once (ane_kdma.sim caches builds by
 content hash, under a lock shared by pytest-xdist workers); each pytest item
-then starts the simulator on that build for one cocotb test. The parameter
-dict is the one the CLI's RTL engine builds (ane_kdma.engines.cocotb), so
-the two share builds.
+is one cocotb test on that build (several share a simulator start, below).
+The parameter dict is the one the CLI's RTL engine builds
+(ane_kdma.engines.cocotb), so the two share builds.
 
 Icarus runs this design about 30x slower than Verilator (and 16 cores far
 slower still), so on Icarus the random integrity sizes stop at one ring (plus
@@ -13,13 +13,22 @@ rings and the 16-core tasks are short; `make regress` (KDMA_FULL=1) runs full
 scale on both. The erratum regression's numbers (laps 1..8) come from the
 batch RTL engine on any SIM, where they cost seconds; the cocotb regression
 runs lap 1 (all eight under KDMA_FULL=1) and must give the same numbers.
+
+The cocotb tests of one build share one simulator start (`SharedRuns`): the
+first pytest item of a (test, hypothesis) group runs every selected case of
+the group in one simulator process, and each item then passes or fails on its
+own case's result. A start costs about 1.2-1.4 s of process, Python and cocotb
+start-up on Verilator, more than most of these tests take to simulate. The
+group is one xdist group, so one worker starts it once.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -47,6 +56,117 @@ MULTI_CORES = 16
 def params(hyp: Hypothesis, cores: int = 1, chip: chips.Chip = CHIP) -> dict[str, int]:
     """kdma_tb_top's parameters for `hyp` on a chip (the m3 by default): the CLI engine's dict."""
     return build_params(hyp, chip, cores)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One cocotb test's outcome in a shared simulator run (None: passed)."""
+
+    failure: str | None
+    log: Path
+
+
+def _outcomes(tdir: Path) -> dict[str, CaseResult]:
+    """Every cocotb test the run's JUnit file reports, by name (empty: no results file)."""
+    out: dict[str, CaseResult] = {}
+    for xml in tdir.glob("results-*.xml"):
+        logs = sorted(tdir.glob("sim-*.log"))
+        log = logs[0] if logs else tdir
+        for case in ElementTree.parse(xml).getroot().iter("testcase"):
+            bad = case.find("failure")
+            if bad is None:
+                bad = case.find("error")
+            why = None if bad is None else (bad.get("message") or bad.text or "failed").strip()
+            out[str(case.get("name"))] = CaseResult(why, log)
+    return out
+
+
+class SharedRuns:
+    """The cocotb tests of one build and module run in one simulator start.
+
+    `outcome` starts the simulator once per (sim, params, module, env) with every
+    case the session selected for the asking test and hypothesis (other items of
+    the same test function with the same parameters but the case), and returns
+    the asking case's result. Each case is the same cocotb test as on its own,
+    with its own seed and its own reset (every test starts the testbench).
+    """
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._runs: dict[tuple[object, ...], tuple[dict[str, CaseResult], str, Path]] = {}
+
+    @staticmethod
+    def cases(request: pytest.FixtureRequest) -> list[str]:
+        """The `case` of every selected item of this test with this item's other parameters."""
+        node = request.node
+        mine = {k: v for k, v in node.callspec.params.items() if k != "case"}
+        out = []
+        for item in request.session.items:
+            spec = getattr(item, "callspec", None)
+            if getattr(item, "function", None) is not node.function or spec is None:
+                continue
+            if {k: v for k, v in spec.params.items() if k != "case"} == mine:
+                out.append(spec.params["case"])
+        return out
+
+    def outcome(
+        self,
+        request: pytest.FixtureRequest,
+        sim: str,
+        build: Mapping[str, int],
+        module: str,
+        env: Mapping[str, str],
+    ) -> CaseResult:
+        case = request.node.callspec.params["case"]
+        names = self.cases(request)
+        key = (sim, tuple(sorted(build.items())), module, tuple(sorted(env.items())), *names)
+        if key not in self._runs:
+            tdir = self.base / f"{module}-{len(self._runs)}"
+            tdir.mkdir(parents=True)
+            stopped = ""
+            try:
+                run(sim, TOP, build, module, names, extra_env=dict(env), test_dir=tdir)
+            except (AssertionError, RuntimeError, SystemExit) as exc:
+                # (cocotb's runner exits under pytest when a test failed): the items
+                # report their own case from the results file
+                stopped = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self._runs[key] = (_outcomes(tdir), stopped, tdir)
+        results, stopped, tdir = self._runs[key]
+        if case not in results:
+            pytest.fail(
+                f"{case}: no result; the simulator stopped before it ({stopped or 'no results'})"
+                f", see {tdir}",
+                pytrace=False,
+            )
+        return results[case]
+
+
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory: pytest.TempPathFactory) -> SharedRuns:
+    return SharedRuns(tmp_path_factory.mktemp("shared-runs"))
+
+
+def check_shared(
+    request: pytest.FixtureRequest,
+    shared: SharedRuns,
+    sim: str,
+    build: Mapping[str, int],
+    module: str,
+    env: Mapping[str, str],
+) -> None:
+    """Fail this item if its cocotb test failed in the shared run (its message and log)."""
+    res = shared.outcome(request, sim, build, module, env)
+    case = request.node.callspec.params["case"]
+    if res.failure is not None:
+        pytest.fail(f"{sim} {module}.{case}: {res.failure}\n(log: {res.log})", pytrace=False)
+
+
+def grouped(hyps: list[Hypothesis], cores: int) -> list[object]:
+    """The hypotheses as parameters in one xdist group per build: one worker starts it."""
+    return [
+        pytest.param(h, id=h.name, marks=pytest.mark.xdist_group(f"sim-{h.name}-{cores}"))
+        for h in hyps
+    ]
 
 
 def full_scale(sim: str) -> bool:
@@ -95,9 +215,11 @@ def test_credit_unit(sim: str, hyp: Hypothesis, chip: chips.Chip) -> None:
         "integrity_random_sizes",
     ],
 )
-@pytest.mark.parametrize("hyp", MODES, ids=IDS)
-def test_single_core(sim: str, hyp: Hypothesis, case: str) -> None:
-    run(sim, TOP, params(hyp), "cocotb_kdma", case, extra_env=scale_env(sim))
+@pytest.mark.parametrize("hyp", grouped(MODES, 1))
+def test_single_core(
+    request: pytest.FixtureRequest, shared_runs: SharedRuns, sim: str, hyp: Hypothesis, case: str
+) -> None:
+    check_shared(request, shared_runs, sim, params(hyp), "cocotb_kdma", scale_env(sim))
 
 
 def test_other_geometry(sim: str) -> None:
@@ -109,9 +231,12 @@ def test_other_geometry(sim: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["multicore_shared_memory", "multicore_sequences"])
-@pytest.mark.parametrize("hyp", MODES, ids=IDS)
-def test_multicore(sim: str, hyp: Hypothesis, case: str) -> None:
-    run(sim, TOP, params(hyp, MULTI_CORES), "cocotb_kdma", case, extra_env=scale_env(sim))
+@pytest.mark.parametrize("hyp", grouped(MODES, MULTI_CORES))
+def test_multicore(
+    request: pytest.FixtureRequest, shared_runs: SharedRuns, sim: str, hyp: Hypothesis, case: str
+) -> None:
+    build = params(hyp, MULTI_CORES)
+    check_shared(request, shared_runs, sim, build, "cocotb_kdma", scale_env(sim))
 
 
 def test_batch_run(sim: str, tmp_path: Path) -> None:

@@ -328,8 +328,13 @@ class KdmaBfm:
                 await edge
                 if not self._sampling:
                     break
-                hs = _u(d.kmem_valid) & _u(d.kmem_ready)
-                grant = _u(mem.req_valid_i) & _u(mem.req_ready_o)
+                # a ready is read only where its valid is up (a read costs Python ~5 us)
+                hs = _u(d.kmem_valid)
+                if hs:
+                    hs &= _u(d.kmem_ready)
+                grant = _u(mem.req_valid_i)
+                if grant:
+                    grant &= _u(mem.req_ready_o)
                 if not (hs or grant):
                     continue
                 cyc = _u(d.cyc_q)

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import cocotb
+import numpy as np
 from cocotb.triggers import Event, Timer
 from pyuvm import ConfigDB, uvm_analysis_export, uvm_analysis_port, uvm_scoreboard
 
@@ -37,24 +38,34 @@ class _Imp(uvm_analysis_export):
 
 @dataclass
 class _Stream:
-    """Lines a core still owes, in order: (next line address, lines left) segments."""
+    """Lines a core still owes, in order: [next line address, lines left, payload, offset]
+    segments. A stream that keeps the payload (`data`) holds each line's expected 64 bytes,
+    computed for the whole segment at once when it is added (one numpy call per task, not
+    one per line); the others hold b"".
+    """
 
+    data: bool = False
     segments: deque = field(default_factory=deque)
 
     def add(self, base_line: int, lines: int) -> None:
         if lines:
-            self.segments.append([base_line, lines])
+            blob = _expected_block(base_line, lines) if self.data else b""
+            self.segments.append([base_line, lines, blob, 0])
 
-    def pop(self) -> int | None:
+    def pop(self) -> tuple[int, bytes] | None:
+        """The next line owed and its expected payload (b"" if the stream keeps none)."""
         if not self.segments:
             return None
         seg = self.segments[0]
         addr = seg[0]
+        at = seg[3]
+        payload = seg[2][at : at + LINE_BYTES]
         seg[0] = (seg[0] + 1) & LINE_ADDR_MASK
         seg[1] -= 1
+        seg[3] = at + LINE_BYTES
         if seg[1] == 0:
             self.segments.popleft()
-        return addr
+        return addr, payload
 
     def left(self) -> int:
         return sum(s[1] for s in self.segments)
@@ -69,8 +80,11 @@ class _Run:
     deadline_ns: int = 0
 
 
-def _expected_data(addr: int) -> int:
-    return int.from_bytes(line_words(addr)[0].astype("<u4").tobytes(), "little")
+def _expected_block(base_line: int, lines: int) -> bytes:
+    """Lines base_line, base_line + 1, ... (wrapping at 2^26) as line_data lays them out:
+    64 bytes each, word 0 first, little-endian (the integer a KMem line reads as)."""
+    addrs = np.arange(base_line, base_line + lines, dtype=np.uint64)
+    return line_words(addrs).astype("<u4").tobytes()
 
 
 class KdmaScoreboard(uvm_scoreboard):
@@ -150,7 +164,9 @@ class KdmaScoreboard(uvm_scoreboard):
             if self.run is not None:
                 raise AssertionError("[scoreboard:counters] a task was taken from idle mid-run")
             self.run = _Run(
-                [], [_Stream() for _ in range(self.ncores)], [_Stream() for _ in range(self.ncores)]
+                [],
+                [_Stream() for _ in range(self.ncores)],
+                [_Stream(data=True) for _ in range(self.ncores)],
             )
             self._quiet.clear()
         elif self.run is None:
@@ -285,39 +301,41 @@ class KdmaScoreboard(uvm_scoreboard):
             self.logger.info("%d runs checked", self.runs_closed)
 
     # --------------------------------------------------------------- lines
-    def _next(self, t: MemRequest | KmemLine, tag: str, what: str) -> int:
-        """The line core t.core owes next (tag "request": reads, "line": drains); check t's."""
+    def _next(self, t: MemRequest | KmemLine, tag: str, what: str) -> tuple[int, bytes]:
+        """The line core t.core owes next and its expected payload (tag "request": reads,
+        b""; "line": drains); check t's address."""
         run = self.run
         if run is None or not run.starts[0].line_check:
             raise AssertionError(f"[scoreboard:{tag}] core {t.core}: {what} {t} outside a run")
         streams = run.requests if tag == "request" else run.lines
-        want = streams[t.core].pop()
-        if want is None:
+        owed = streams[t.core].pop()
+        if owed is None:
             raise AssertionError(
                 f"[scoreboard:{tag}] core {t.core} cycle {t.cycle}: {what} of line {t.addr:#x} "
                 f"beyond the end of the run ({self._describe(run)})"
             )
+        want = owed[0]
         if t.addr != want:
             raise AssertionError(
                 f"[scoreboard:{tag}] core {t.core} cycle {t.cycle}: {what} of line {t.addr:#x}, "
                 f"expected {want:#x}"
             )
-        return want
+        return owed
 
     def _on_request(self, t: MemRequest) -> None:
         self._next(t, "request", "read")
 
     def _on_line(self, t: KmemLine) -> None:
-        want = self._next(t, "line", "drain")
-        data = _expected_data(want)
-        if t.data != data:
-            words = line_words(want)[0]
+        want, payload = self._next(t, "line", "drain")
+        if t.data != int.from_bytes(payload, "little"):
+            words = np.frombuffer(payload, dtype="<u4")
+            where = f"core {t.core} cycle {t.cycle}: line {want:#x} (byte {want << LINE_SHIFT:#x})"
             for j in range(16):
                 act = (t.data >> (32 * j)) & 0xFFFF_FFFF
                 if act != int(words[j]):
                     raise AssertionError(
-                        f"[scoreboard:data] core {t.core} cycle {t.cycle}: line {want:#x} "
-                        f"(byte {want << LINE_SHIFT:#x}) word {j}: expected {int(words[j]):#010x}, "
+                        f"[scoreboard:data] {where} word {j}: expected {int(words[j]):#010x}, "
                         f"got {act:#010x}"
                     )
+            raise AssertionError(f"[scoreboard:data] {where}: {t.data.bit_length()}-bit data")
         self.lines_checked += 1
