@@ -345,6 +345,31 @@ def test_human_report_prints_residuals(cal: calibrate.Calibration) -> None:
     assert "hand-set" in text and "governor" in text and "V slope" in text
 
 
+def test_a_chip_the_rtl_cannot_build_is_refused_before_any_fit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """calibrate --engine rtl on a chip whose KMem the RTL does not have: one line, before
+    the search (which would take seconds to minutes before the first exact run refused it)."""
+    import shutil
+
+    folder = tmp_path / "big-kmem"
+    shutil.copytree(CHIP.path, folder)
+    doc = json.loads((folder / "chip.json").read_text())
+    (folder / "chip.json").write_text(json.dumps({**doc, "kmem_lines": 2048}))
+    chip = chips.load(str(folder))
+
+    def searched(*args: object, **kw: object) -> None:
+        raise AssertionError("the search ran")
+
+    monkeypatch.setattr(calibrate, "_search", searched)
+    for run in (
+        lambda: calibrate.fit(chip, "signed", "none", engine="rtl"),
+        lambda: calibrate.fit_all(chip, [("signed", "none")], engine="rtl"),
+    ):
+        with pytest.raises(InputError, match="the RTL is built for 64-byte lines and 1024-line"):
+            run()
+
+
 def test_bad_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         calibrate_cmd.run(_args(out=tmp_path / "nodir" / "p.json"))

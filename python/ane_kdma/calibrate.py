@@ -135,6 +135,14 @@ def check_mechanisms(engine: str, mechanisms: Sequence[str]) -> None:
         )
 
 
+def check_chip(engine: str, chip: Chip) -> None:
+    """Refuse, before any fit, a chip the engine cannot build (the RTL's line size and KMem)."""
+    if engine in RTL_ENGINES:
+        from ane_kdma.engines.cocotb import check_chip as rtl_check_chip
+
+        rtl_check_chip(chip)
+
+
 @contextmanager
 def engine_options(engine: str | None = None) -> Iterator[str]:
     """Within the block, the exact evaluations run on `engine` (None: as they were).
@@ -1108,6 +1116,7 @@ def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = (
     """One hypothesis x mechanism, fitted and evaluated exactly (deterministic); `hold_out`
     leaves datasets out of the fit (:func:`problem`)."""
     check_mechanisms(exact_engine(), [mechanism])
+    check_chip(exact_engine(), chip)
     meas = chip.measured
     prob = problem(chip, meas, hold_out)
     mech = mechs.get(mechanism)
@@ -1161,6 +1170,7 @@ def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[
     if pairs is None:
         pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
     check_mechanisms(exact_engine(), [m for _, m in pairs])  # before the first fit
+    check_chip(exact_engine(), chip)
     global _SHARED
     quiet = contract.current_options().quiet
     _SHARED = {}  # each mechanism's search, once for every hypothesis

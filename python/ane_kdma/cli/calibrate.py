@@ -67,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=cal_mod.EXACT_ENGINE,
         type=common.engine,
         help="the exact engine of every exact evaluation (the residuals, the constraints, the "
-        "correction to the closed-form search, the confirmation): model (default) or rtl "
-        "(the RTL's mechanisms only); not analytic, the search's own closed form",
+        "correction to the closed-form search, the confirmation): model (default), rtl or "
+        "cocotb (the RTL's mechanisms and geometry only); not analytic, the search's own "
+        "closed form",
     )
     sp.set_defaults(func=run)
 
