@@ -124,9 +124,7 @@ def _hold_out(args: argparse.Namespace) -> int:
         h, m = chip.profile.hypothesis, chip.profile.mechanism
     if not hyps.get(h).buggy:
         raise InputError(f"{h} is the fix: calibrate fits the buggy readings")
-    opts = _jobs(args)
-    cal_mod.check_mechanisms(opts["engine"], [m])
-    held = cal_mod.hold_out(chip, h, m, (args.hold_out,), **opts)
+    held = cal_mod.hold_out(chip, h, m, (args.hold_out,), **_jobs(args))  # fit checks the engine
     if args.json:
         print(json.dumps(cal_mod.hold_out_report(held)))
     else:
@@ -152,12 +150,10 @@ def run(args: argparse.Namespace) -> int:
         if not h.buggy:
             raise InputError(f"{h.name} is the fix: calibrate fits the buggy readings")
         m = mechs.get(args.mechanism).name
-        cal_mod.check_mechanisms(opts["engine"], [m])
         one = cal_mod.fit(chip, h.name, m, **opts)
         cals = cal_mod.rank(chip, [one], **common.run_options(args))
     else:
-        cal_mod.check_mechanisms(opts["engine"], mechs.names())
-        cals = cal_mod.fit_all(chip, **opts)
+        cals = cal_mod.fit_all(chip, **opts)  # refuses mechanisms the engine lacks first
     best = cals[0]
     with cal_mod.engine_options(opts["engine"]):  # one core, a few sizes: inline
         best.confirmed = cal_mod.confirm(chip, best)
