@@ -276,10 +276,11 @@ async def multicore_sequences(dut) -> None:
     cores with short tasks finish early and the top waits for idle before
     the next task, while equal long ones chain back to back. The first
     workload (equal long tasks on every core) runs at the chip's settings,
-    under which such tasks always chain (some random settings, a window of a
-    few lines behind a long latency, make every task wait for idle: seed
-    1221511280 drew 24 such runs and failed the draw check); the others at
-    random run-time settings. A third of the workloads have back-pressure.
+    under which such tasks always chain; at random settings they need not
+    (seed 1221511280 drew latency 3, window 202 and a governor ramping up
+    from 0.03 lines a cycle, none of its 24 runs chained, and
+    the draw check failed). The others run at random run-time settings. A
+    third of the workloads have back-pressure.
     """
     tb = KdmaTB(dut)
     if tb.ncores == 1:
