@@ -220,7 +220,10 @@ class KdmaTB:
 
     # ---------------------------------------------------------------- workloads
     async def run_workload(
-        self, per_core: PerCoreTasks, bp: cm.Backpressure | None = None
+        self,
+        per_core: PerCoreTasks,
+        bp: cm.Backpressure | None = None,
+        model: cm.ModelResult | None = None,
     ) -> Counters:
         """Give every enabled core its tasks, task j to all at once, back to back; check all.
 
@@ -232,6 +235,8 @@ class KdmaTB:
         runs longer), then the line counts, cycles_o, and every counter
         through Counters.mismatches. Returns the RTL's counters, ``cycles``
         being the span from the first accept (cycle 0) to the last drain + 1.
+        ``model``: the cycle model's result for exactly this workload, back-pressure
+        and the applied settings, when the caller has it already (else computed here).
         """
         dut = self.dut
         if len(per_core) != self.ncores:
@@ -240,7 +245,9 @@ class KdmaTB:
         if len(steps) != 1 or 0 in steps:
             raise ValueError(f"every enabled core needs the same number of tasks, not {steps}")
         job = cm.job_of(per_core, LINE_BYTES)
-        want = cm.run(self.hyp, self.geometry, self.settings, job, bp)
+        if model is None:
+            model = cm.run(self.hyp, self.geometry, self.settings, job, bp)
+        want = model
         self.model = want
         what = f"{self.hyp.name} {self.settings} bp {bp}: {job}"
         if len(what) > 600:
@@ -333,10 +340,13 @@ class KdmaTB:
         return [CoreStatus(i, d, bool(u), bool(p), bool(w)) for i, d, u, p, w in ports]
 
     async def run_task(
-        self, tasks: Sequence[Task | None], bp: cm.Backpressure | None = None
+        self,
+        tasks: Sequence[Task | None],
+        bp: cm.Backpressure | None = None,
+        model: cm.ModelResult | None = None,
     ) -> Counters:
         """One task per enabled core, started from idle (a workload of one step)."""
-        return await self.run_workload([None if t is None else [t] for t in tasks], bp)
+        return await self.run_workload([None if t is None else [t] for t in tasks], bp, model)
 
     async def run_sequence(
         self, tasks: Sequence[Task], bp: cm.Backpressure | None = None
