@@ -321,8 +321,10 @@ def regression() -> dict[str, dict]:
     return res
 
 
-@pytest.mark.xdist_group("regression")
-@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+# In the xdist group of its one-core build (the single-core cases), not in "regression":
+# that group would run all four on one worker, about 100 s on Icarus, while the other
+# worker idles at the end. A worker that runs one computes `regression` (seconds) itself.
+@pytest.mark.parametrize("hyp", grouped(MODES, 1))
 def test_erratum_regression_testbench(
     sim: str, hyp: Hypothesis, tmp_path: Path, regression: dict[str, dict]
 ) -> None:
@@ -340,7 +342,7 @@ def test_erratum_regression_testbench(
     assert got["control_split"] == want["control_split"]
 
 
-@pytest.mark.xdist_group("regression")  # share one fixture run between the two tests
+@pytest.mark.xdist_group("regression")  # one fixture run for the two tests
 def test_erratum_regression(regression: dict[str, dict]) -> None:
     """Buggy hypotheses throttle at every k x ring; the fix and the split workaround do not."""
     fixed = regression[hypotheses.FIXED]

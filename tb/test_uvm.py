@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from test_kdma import IDS, MODES, TOP, params
+from test_kdma import MODES, MULTI_CORES, TOP, grouped, params
 from uvm.covermodel import Coverage
 from uvm.items import KdmaTaskItem
 from uvm.knobs import ENV_COVERAGE, Knobs
@@ -30,7 +30,7 @@ from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import run
 
-BUILDS = ((1, "KdmaRegressionTest"), (16, "KdmaMultiCoreTest"))
+BUILDS = ((1, "KdmaRegressionTest"), (MULTI_CORES, "KdmaMultiCoreTest"))
 
 
 def knobs_for(sim: str, environ: Mapping[str, str] = os.environ) -> Knobs:
@@ -38,7 +38,9 @@ def knobs_for(sim: str, environ: Mapping[str, str] = os.environ) -> Knobs:
     return Knobs.from_env(environ, sim)
 
 
-@pytest.mark.parametrize("hyp", MODES, ids=IDS)
+# In the xdist group of the hypothesis's 16-core build (tb/test_kdma.py's multicore cases):
+# one worker builds it, and the run's longest items start with the big groups, not last.
+@pytest.mark.parametrize("hyp", grouped(MODES, MULTI_CORES))
 def test_uvm(sim: str, hyp: Hypothesis, tmp_path: Path) -> None:
     knobs = knobs_for(sim)
     print(f"uvm {hyp.name}: {knobs.describe()}")
