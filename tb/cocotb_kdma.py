@@ -202,12 +202,13 @@ async def model_matches_rtl_random(dut) -> None:
                 if n % 3 == 0
                 else None
             )
-            tasks = _one(tb, _lines_task(rng.randrange(0, LINE_SPACE // 2), lines))
-            model = _affordable(tb, settings, [None if t is None else [t] for t in tasks], bp)
+            task = _lines_task(rng.randrange(0, LINE_SPACE // 2), lines)
+            per_core = [None if t is None else [t] for t in _one(tb, task)]
+            model = _affordable(tb, settings, per_core, bp)
             if model is not None:
                 break
         tb.apply(settings)
-        await tb.run_task(tasks, bp, model)
+        await tb.run_workload(per_core, bp, model)
 
 
 @cocotb.test()

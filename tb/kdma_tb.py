@@ -247,8 +247,7 @@ class KdmaTB:
         job = cm.job_of(per_core, LINE_BYTES)
         if model is None:
             model = cm.run(self.hyp, self.geometry, self.settings, job, bp)
-        want = model
-        self.model = want
+        want = self.model = model
         what = f"{self.hyp.name} {self.settings} bp {bp}: {job}"
         if len(what) > 600:
             what = what[:597] + "..."
@@ -340,13 +339,10 @@ class KdmaTB:
         return [CoreStatus(i, d, bool(u), bool(p), bool(w)) for i, d, u, p, w in ports]
 
     async def run_task(
-        self,
-        tasks: Sequence[Task | None],
-        bp: cm.Backpressure | None = None,
-        model: cm.ModelResult | None = None,
+        self, tasks: Sequence[Task | None], bp: cm.Backpressure | None = None
     ) -> Counters:
         """One task per enabled core, started from idle (a workload of one step)."""
-        return await self.run_workload([None if t is None else [t] for t in tasks], bp, model)
+        return await self.run_workload([None if t is None else [t] for t in tasks], bp)
 
     async def run_sequence(
         self, tasks: Sequence[Task], bp: cm.Backpressure | None = None
