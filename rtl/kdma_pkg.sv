@@ -66,21 +66,30 @@ package kdma_pkg;
     return CREDIT_SPEC_PATH[mode];
   endfunction
 
-  // Word j of the line at line address `line_addr`: a pure function of the
-  // address, so every checker can recompute it. Python: ane_kdma.linedata.
-  function automatic logic [31:0] line_word(input logic [LINE_ADDR_BITS-1:0] line_addr,
-                                            input logic [3:0] j);
-    logic [31:0] w;
-    w = {{(32 - LINE_ADDR_BITS) {1'b0}}, line_addr} * 32'h9E37_79B1 + {28'd0, j} * 32'h7F4A_7C15;
-    return w ^ (w >> 15);
-  endfunction
+  // The test data. Word j of the line at line address `line_addr` is
+  //   w = line_addr * LINE_ADDR_MUL + j * LINE_WORD_MUL (mod 2^32), then w ^ (w >> 15):
+  // a pure function of the address, so every checker can recompute it.
+  // Python: ane_kdma.hw.line_words.
+  localparam logic [31:0] LINE_ADDR_MUL = 32'h9E37_79B1;
+  localparam logic [31:0] LINE_WORD_MUL = 32'h7F4A_7C15;
 
+  // The 16 words are written out, not looped, and stored at once: Icarus runs a function's
+  // loop (and a call per word, and a store per word) as interpreted code, and this function,
+  // evaluated twice a line (the memory's response and the HDL checker's expected line), was
+  // half of a one-core cocotb run there. Verilator unrolls either form alike.
   function automatic logic [LINE_BITS-1:0] line_data(input logic [LINE_ADDR_BITS-1:0] line_addr);
-    logic [LINE_BITS-1:0] d;
-    for (int j = 0; j < 16; j++) begin
-      d[32*j+:32] = line_word(line_addr, 4'(j));
-    end
-    return d;
+    logic [31:0]       a;
+    logic [15:0][31:0] w;
+    a = 32'(line_addr) * LINE_ADDR_MUL;
+    // one store of all 16 words: word 15 first, word 0 (j = 0: a itself) last
+    w = {a + 32'd15 * LINE_WORD_MUL, a + 32'd14 * LINE_WORD_MUL, a + 32'd13 * LINE_WORD_MUL,
+         a + 32'd12 * LINE_WORD_MUL, a + 32'd11 * LINE_WORD_MUL, a + 32'd10 * LINE_WORD_MUL,
+         a + 32'd9 * LINE_WORD_MUL, a + 32'd8 * LINE_WORD_MUL, a + 32'd7 * LINE_WORD_MUL,
+         a + 32'd6 * LINE_WORD_MUL, a + 32'd5 * LINE_WORD_MUL, a + 32'd4 * LINE_WORD_MUL,
+         a + 32'd3 * LINE_WORD_MUL, a + 32'd2 * LINE_WORD_MUL, a + 32'd1 * LINE_WORD_MUL,
+         a};
+    // w ^ (w >> 15) in every word at once: the mask keeps each word's shift inside it
+    return w ^ ((w >> 15) & {16{32'h0001_FFFF}});
   endfunction
 
 endpackage

@@ -133,6 +133,9 @@ MIRRORS: dict[str, Callable[[], list[int]]] = {
     "KMEM_LINES": lambda: [_m3().kmem_lines, cocotb_engine.PKG_KMEM_LINES],
     # line_data: hw.line_words gives the 16 32-bit words of one line
     "LINE_BITS": lambda: [32 * hw.line_words(0).shape[1]],
+    # line_data's multipliers: hw.line_words computes the same words from them
+    "LINE_ADDR_MUL": lambda: [hw.LINE_ADDR_MUL],
+    "LINE_WORD_MUL": lambda: [hw.LINE_WORD_MUL],
     "RATE_FRAC_BITS": lambda: [hw.RATE_FRAC_BITS],
     "RATE_ONE": lambda: [hw.RATE_ONE],
     # the governor's step counter: the profile's largest ramp step

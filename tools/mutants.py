@@ -208,13 +208,13 @@ MUTANTS = (
         "kdma_prefetch_ring: every read one line ahead",
     ),
     Mutant(
-        "data_words_swapped_pkg",
+        "data_words_rotated_pkg",
         "kdma_pkg.sv",
-        "= line_word ( line_addr ,",
-        "( j )",
-        "(j ^ 1)",
+        "return w ^",
+        "w",
+        "{w[14:0], w[15]}",  # w is [15:0][31:0]: word j takes word j - 1's value
         PAGED_AND_STATIC,
-        "kdma_pkg line_data: adjacent words swapped (the HDL checker shares it)",
+        "kdma_pkg line_data: the words rotated by one (the HDL checker shares it)",
     ),
     Mutant(
         "data_of_next_line_mem",

@@ -29,11 +29,16 @@ DWARM_LINES_BITS = 20
 DWARM_EXTRA_BITS = 12
 
 
+#: the test data's multipliers (kdma_pkg): word j of line a is a * LINE_ADDR_MUL + j * LINE_WORD_MUL
+LINE_ADDR_MUL = 0x9E3779B1
+LINE_WORD_MUL = 0x7F4A7C15
+
+
 def line_words(line_addr: np.ndarray | int) -> np.ndarray:
     """The 16 data words of a line, as kdma_pkg::line_data computes them."""
     a = np.atleast_1d(np.asarray(line_addr, dtype=np.uint64)) & np.uint64(LINE_ADDR_MASK)
     j = np.arange(16, dtype=np.uint64)
-    w = (a[:, None] * np.uint64(0x9E3779B1) + j[None, :] * np.uint64(0x7F4A7C15)) & np.uint64(
+    w = (a[:, None] * np.uint64(LINE_ADDR_MUL) + j[None, :] * np.uint64(LINE_WORD_MUL)) & np.uint64(
         0xFFFFFFFF
     )
     return (w ^ (w >> np.uint64(15))).astype(np.uint32)
