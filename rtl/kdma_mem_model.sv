@@ -73,6 +73,12 @@ module kdma_mem_model
   logic [AccBits-1:0]                  agg_avail;
   logic [AccBits-1:0]                  agg_spent;
   logic [CoreBits-1:0]                 rr_d;
+  // Each port's response line (Payload), one variable the ports write a slice each of: as
+  // 16 continuous assignments to slices of the output port, Icarus resolved the whole
+  // NumCores x 512-bit net bit by bit (with strengths) on every port's new line.
+  logic [NumCores-1:0][LINE_BITS-1:0]  resp_data;
+
+  assign resp_data_o = resp_data;
 
   assign agg_avail = agg_q + AccBits'(agg_rate_i);
 
@@ -146,7 +152,7 @@ module kdma_mem_model
       logic [LINE_ADDR_BITS-1:0] addr_mem [DepthLines];
 
       assign resp_addr_o[c] = addr_mem[rd_q];
-      assign resp_data_o[c] = line_data(addr_mem[rd_q]);
+      always_comb resp_data[c] = line_data(addr_mem[rd_q]);
 
       always_ff @(posedge clk_i) begin
         if (grant[c]) addr_mem[wr_q] <= req_addr_i[c];
@@ -156,7 +162,7 @@ module kdma_mem_model
 
       assign unused_addr    = ^req_addr_i[c];
       assign resp_addr_o[c] = '0;
-      assign resp_data_o[c] = '0;
+      assign resp_data[c]   = '0;
     end
 
     always_ff @(posedge clk_i or negedge rst_ni) begin

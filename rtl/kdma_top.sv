@@ -78,6 +78,10 @@ module kdma_top
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
   logic [NumCores-1:0][DWARM_EXTRA_BITS-1:0] req_extra;  // each read's extra latency
   logic [NumCores-1:0][LINE_BITS-1:0]      resp_data;
+  // Each core's KMem head line (Payload), gathered in a variable before kmem_data_o: a
+  // core's port on a slice of the packed output made Icarus resolve the whole output
+  // bit by bit on every core's new line (as in kdma_mem_model's resp_data).
+  logic [NumCores-1:0][LINE_BITS-1:0]      kmem_head;
   logic [NumCores-1:0][RATE_FRAC_BITS:0]   core_rate;   // each core's governed refill
   logic [NumCores-1:0]                     prev_q, cur_q;       // cores still on each task
   logic [NumCores-1:0]                     prev_d, cur_d;
@@ -90,6 +94,10 @@ module kdma_top
   assign accept = start_i && ready;
 
   for (genvar c = 0; c < NumCores; c++) begin : g_core
+    logic [LINE_BITS-1:0] core_kmem_data;
+
+    always_comb kmem_head[c] = core_kmem_data;
+
     kdma_core #(
       .CreditMode      (CreditMode),
       .RingBits        (RingBits),
@@ -126,7 +134,7 @@ module kdma_top
       .kmem_valid_o        (kmem_valid_o[c]),
       .kmem_ready_i        (kmem_ready_i[c]),
       .kmem_addr_o         (kmem_addr_o[c]),
-      .kmem_data_o         (kmem_data_o[c]),
+      .kmem_data_o         (core_kmem_data),
       .cycles_o            (core_cycles_o[c]),
       .zero_credit_cycles_o(zero_credit_cycles_o[c]),
       .peak_inflight_o     (peak_inflight_o[c]),
@@ -183,6 +191,7 @@ module kdma_top
     end
   end
 
+  assign kmem_data_o = kmem_head;
   assign ready_o  = ready;
   assign idle_o   = idle;
   assign done_o   = done_q;

@@ -219,7 +219,7 @@ MUTANTS = (
     Mutant(
         "data_of_next_line_mem",
         "kdma_mem_model.sv",
-        "assign resp_data_o [ @ ] = line_data (",
+        "always_comb resp_data [ @ ] = line_data (",
         ") ;",
         " + 1'b1);",
         PAGED_AND_STATIC,
