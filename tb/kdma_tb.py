@@ -106,7 +106,8 @@ def settle_cycles(s: cm.Settings) -> int:
 
 
 def lanes(handle, count: int) -> list[int]:
-    """A packed per-core port, one integer per core (lane 0 in the low bits)."""
+    """A packed port of equal lanes (per core, or per credit mode), one integer per lane
+    (lane 0 in the low bits)."""
     value = handle.value
     if isinstance(value, LogicArray):
         raw, width = value.to_unsigned(), len(value) // count

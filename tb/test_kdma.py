@@ -39,11 +39,11 @@ from ane_kdma.contract import Task, Workload
 from ane_kdma.engines.cocotb import build_params, job_document
 from ane_kdma.engines.model import counters_of
 from ane_kdma.fileio import locked
-from ane_kdma.hw import credit_mode_literal
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
 TOP = "kdma_tb_top"
+CREDIT_TOP = "kdma_credit_tb"  # the credit unit alone, one instance per mode code
 CHIP = chips.load()
 # A chip whose ring and clamp differ from the package's: the engine builds it with
 # RingBits and PrefetchMaxLines, and the testbench must read them from the design.
@@ -51,6 +51,11 @@ OTHER_CHIP = replace(CHIP, geometry=replace(CHIP.geometry, ring_bits=12, prefetc
 MODES = list(hypotheses.in_rtl())
 IDS = [h.name for h in MODES]
 MULTI_CORES = 16
+
+
+def credit_sources() -> list[Path]:
+    """What kdma_credit_tb compiles: the package, the credit unit, the top."""
+    return [RTL / "kdma_pkg.sv", RTL / "kdma_credit.sv", TB / "hdl" / f"{CREDIT_TOP}.sv"]
 
 
 def params(hyp: Hypothesis, cores: int = 1, chip: chips.Chip = CHIP) -> dict[str, int]:
@@ -179,24 +184,25 @@ def scale_env(sim: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("chip", [CHIP, OTHER_CHIP], ids=["m3", "other-geometry"])
-@pytest.mark.parametrize("hyp", MODES, ids=IDS)
-def test_credit_unit(sim: str, hyp: Hypothesis, chip: chips.Chip) -> None:
-    """The credit unit alone, through cocotb-test's run() (the rest uses cocotb_tools.runner)."""
+def test_credit_unit(sim: str, chip: chips.Chip) -> None:
+    """The credit unit alone, every reading in one build (kdma_credit_tb: one kdma_credit per
+    mode code, side by side), through cocotb-test's run() (the rest uses cocotb_tools.runner)."""
     from cocotb_test.simulator import run as cocotb_test_run
 
     geometry = {
-        k: v for k, v in params(hyp, 1, chip).items() if k not in ("CreditMode", "NumCores")
+        "RingBits": chip.geometry.ring_bits,
+        "PrefetchMaxLines": chip.geometry.prefetch_max_lines,
     }
-    name = "-".join(f"{k}{v}" for k, v in {"CreditMode": hyp.encoding, **geometry}.items())
-    build = BUILD_ROOT / "cocotb-test" / sim / f"kdma_credit-{name}"
+    name = "-".join(f"{k}{v}" for k, v in geometry.items())
+    build = BUILD_ROOT / "cocotb-test" / sim / f"{CREDIT_TOP}-{name}"
     with locked(build.with_suffix(".lock")):
         cocotb_test_run(
             simulator=sim,
-            toplevel="kdma_credit",
+            toplevel=CREDIT_TOP,
             module="cocotb_credit",
             toplevel_lang="verilog",
-            verilog_sources=[str(RTL / "kdma_pkg.sv"), str(RTL / "kdma_credit.sv")],
-            parameters={"CreditMode": credit_mode_literal(hyp.encoding), **geometry},
+            verilog_sources=[str(p) for p in credit_sources()],
+            parameters=geometry,
             python_search=[str(TB)],
             sim_build=str(build),
             timescale="1ns/1ps",
