@@ -1,5 +1,7 @@
 """pytest entry points: every cocotb test, per hypothesis the RTL has, on the simulator `SIM` names.
 
+(The credit unit's test is per geometry: its one build holds every reading's unit.)
+
 Each (simulator, parameter set) is built once (ane_kdma.sim caches builds by
 content hash, under a lock shared by pytest-xdist workers); each pytest item
 is one cocotb test on that build (several share a simulator start, below).
@@ -44,6 +46,7 @@ from ane_kdma.sim import BUILD_ROOT, RTL, TB, run
 
 TOP = "kdma_tb_top"
 CREDIT_TOP = "kdma_credit_tb"  # the credit unit alone, one instance per mode code
+CREDIT_GEOMETRY = ("RingBits", "PrefetchMaxLines")  # kdma_credit_tb's parameters
 CHIP = chips.load()
 # A chip whose ring and clamp differ from the package's: the engine builds it with
 # RingBits and PrefetchMaxLines, and the testbench must read them from the design.
@@ -189,11 +192,10 @@ def test_credit_unit(sim: str, chip: chips.Chip) -> None:
     mode code, side by side), through cocotb-test's run() (the rest uses cocotb_tools.runner)."""
     from cocotb_test.simulator import run as cocotb_test_run
 
-    geometry = {
-        "RingBits": chip.geometry.ring_bits,
-        "PrefetchMaxLines": chip.geometry.prefetch_max_lines,
-    }
-    name = "-".join(f"{k}{v}" for k, v in geometry.items())
+    # the ring width and clamp only where the chip differs from the package, as the cores'
+    # builds (build_params): the m3's build runs the top's defaults
+    geometry = {k: v for k, v in params(MODES[0], 1, chip).items() if k in CREDIT_GEOMETRY}
+    name = "-".join(f"{k}{v}" for k, v in geometry.items()) or "package"
     build = BUILD_ROOT / "cocotb-test" / sim / f"{CREDIT_TOP}-{name}"
     with locked(build.with_suffix(".lock")):
         cocotb_test_run(

@@ -5,7 +5,9 @@ line datapath the testbenches check, and the counters-only build the batch
 engine times, also inside that engine's top kdma_batch_top), and inside the
 harness kdma_tb_top, whose parameters include a ring width and credit clamp
 other than the package's (a chip that differs from the m3, as the CLI's RTL
-engine may build).
+engine may build). The credit unit's testbench top kdma_credit_tb (every mode
+code's unit side by side) is -Wall clean but for the package sizes the unit
+alone does not read.
 """
 
 from __future__ import annotations
@@ -72,14 +74,18 @@ def test_verilator_lint_wall_clean(hyp: Hypothesis, cores: int, target: str) -> 
 @pytest.mark.parametrize("geometry", [{}, OTHER_GEOMETRY], ids=["m3", "other-geometry"])
 def test_the_credit_unit_top_lints_clean(geometry: dict[str, int]) -> None:
     """kdma_credit_tb (every mode code's kdma_credit side by side) is -Wall clean but for the
-    package's parameters that the credit unit alone does not read (UNUSEDPARAM: the cores
-    read them; the linted targets above show no such warning)."""
+    package's sizes that the credit unit alone does not read (UNUSEDPARAM in kdma_pkg.sv only:
+    the cores read them, and the targets above, which build the cores, show no such warning)."""
     setup_verilator()
-    cmd = ["verilator", "--lint-only", "-Wall", "-Wno-UNUSEDPARAM", "--top-module", CREDIT_TOP]
+    cmd = ["verilator", "--lint-only", "-Wall", "--top-module", CREDIT_TOP]
     cmd += [f"-G{k}={v}" for k, v in geometry.items()] + [str(p) for p in credit_sources()]
     out = subprocess.run(cmd, capture_output=True, text=True)
-    warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("%")]
-    assert out.returncode == 0 and not warnings, "\n".join(warnings) or out.stderr
+    warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("%Warning")]
+    pkg_sizes = [ln for ln in warnings if re.match(r"%Warning-UNUSEDPARAM: \S*kdma_pkg\.sv:", ln)]
+    others = [ln for ln in warnings if ln not in pkg_sizes]
+    errors = [ln for ln in out.stderr.splitlines() if ln.startswith("%Error")]
+    errors = [ln for ln in errors if "Exiting due to" not in ln]  # (the count of the warnings)
+    assert not others and not errors, "\n".join(others + errors) or out.stderr
 
 
 def test_no_lint_waivers_in_rtl() -> None:
