@@ -208,13 +208,13 @@ MUTANTS = (
         "kdma_prefetch_ring: every read one line ahead",
     ),
     Mutant(
-        "data_words_rotated_pkg",
+        "data_words_shifted_pkg",
         "kdma_pkg.sv",
-        "return w ^",
-        "w",
-        "{w[14:0], w[15]}",  # w is [15:0][31:0]: word j takes word j - 1's value
+        "a = 32 ' ( line_addr ) *",
+        "LINE_ADDR_MUL",
+        "LINE_ADDR_MUL - LINE_WORD_MUL",  # word j takes the value word j - 1 should have
         PAGED_AND_STATIC,
-        "kdma_pkg line_data: the words rotated by one (the HDL checker shares it)",
+        "kdma_pkg line_data: each word one word index low (the HDL checker shares it)",
     ),
     Mutant(
         "data_of_next_line_mem",
