@@ -177,5 +177,5 @@ def test_the_assertion_guard_checks_what_the_assertions_check() -> None:
             depth += {"(": 1, ")": -1}.get(block[i], 0)
             i += 1
         asserted.append(" ".join(block[m.end() : i - 1].split()))
-    assert len(asserted) == 9 and "else if (assert_ok !== '1)" in block  # X runs them too
+    assert len(asserted) == 9 and "else if ((&assert_ok) !== 1'b1)" in block  # X too
     assert bits == asserted, "the guard and the assertions check different conditions"
