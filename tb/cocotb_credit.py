@@ -34,6 +34,8 @@ class CreditLanes:
             assert h.encoding is not None and h.encoding < self.codes, (
                 f"{h.name}: encoding {h.encoding} has no lane in a build of {self.codes}"
             )
+        used = {h.encoding for h in self.hyps}
+        self.unused = [m for m in range(self.codes) if m not in used]  # give credit 0
 
     async def drive(self, start: int, lines: int, issued: int) -> tuple[list[int], list[int]]:
         """Every lane's (credit, speculative) for one task state."""
@@ -54,8 +56,7 @@ class CreditLanes:
             assert got == want, f"{h.name} {where}: RTL credit {got}, formula {want}"
             flag = h.paths == "split" and want != 0
             assert spec[h.encoding] == flag, f"{h.name} {where}: RTL spec {spec[h.encoding]}"
-        used = {h.encoding for h in self.hyps}
-        idle = [(m, credit[m], spec[m]) for m in range(self.codes) if m not in used]
+        idle = [(m, credit[m], spec[m]) for m in self.unused]
         assert all(c == 0 and s == 0 for _, c, s in idle), f"{where}: unused codes {idle}"
         return credit
 
