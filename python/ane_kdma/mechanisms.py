@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ane_kdma.errors import InputError
+from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, RATE_FRAC_BITS, RTL_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,36 @@ def get(name: str) -> Mechanism:
         if m.name == name:
             return m
     raise InputError(f"unknown mechanism {name!r} (one of: {', '.join(names())})")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One run-time input as the RTL takes it: its Settings name and its width.
+
+    The RTL's settings struct (kdma_pkg::settings_t) has one member per field
+    with a width, named as here and declared in this order (the first at the
+    most significant bits); Python packs the struct from this table alone.
+    """
+
+    name: str  # the Settings attribute, and the settings_t member
+    rtl_bits: int  # the member's width in kdma_pkg::settings_t
+
+
+#: the RTL's run-time inputs, in settings_t order (a seed: the design round moves each field
+#: into the registry entry that owns it, with its range and off value)
+_RTL_BITS = {
+    "latency": 12,  # $clog2(MaxLatencyCycles + 1), MaxLatencyCycles = 4095
+    "window": 11,  # $clog2(KMEM_LINES + 1), KMEM_LINES = 1024
+    "core_rate_q16": RATE_FRAC_BITS + 1,
+    "agg_rate_q16": RATE_FRAC_BITS + 6,
+    "ramp_start_q16": RATE_FRAC_BITS + 1,
+    "ramp_step_lines": 20,  # RAMP_STEP_BITS
+    "ramp_inc_q16": RATE_FRAC_BITS + 1,
+    "dwarm_lines": DWARM_LINES_BITS,
+    "dwarm_extra_cycles": DWARM_EXTRA_BITS,
+}
+
+
+def rtl_fields() -> tuple[Field, ...]:
+    """The fields of kdma_pkg::settings_t, in declaration order (MSB first)."""
+    return tuple(Field(name, _RTL_BITS[name]) for name in RTL_SETTINGS)
