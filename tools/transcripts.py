@@ -256,8 +256,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", type=Path, help="documents (default: README.md, docs/*.md)")
     args = ap.parse_args(argv)
     stale: list[Stale] = []
-    for path in args.files or doc_files():
-        stale += regenerate(path, write=not args.check)
+    try:
+        for path in args.files or doc_files():
+            stale += regenerate(path, write=not args.check)
+    except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"transcripts: {exc}", file=sys.stderr)  # a failed command: its stderr follows
+        return 2
     for s in stale:
         print(s.diff if args.check else f"rewrote {s.where}")
     return 1 if (args.check and stale) else 0
