@@ -183,6 +183,19 @@ def test_nothing_cites_a_path_outside_the_repository() -> None:
     assert not hits, "citations of paths outside the repository:\n" + "\n".join(hits)
 
 
+def test_the_outside_pattern_tells_a_citation_from_a_path_in_an_example() -> None:
+    """The check can fail: the citations issue 30 found match, example paths do not."""
+    spec = "shared/" + "spec/erratum.md"
+    for cited in (f"transcribed_in: {spec} section 3", f"in `/{'work'}/{spec}`"):
+        assert OUTSIDE.search(cited), cited
+    for fine in (
+        "docs/erratum.md section 3",
+        "https://example.org/work/a",
+        "ANE_KDMA_HARNESS_CACHE=/shared/ane-kdma/harness",
+    ):
+        assert not OUTSIDE.search(fine), fine
+
+
 def test_the_erratum_document_the_data_cites_exists_with_its_sections() -> None:
     """The data cites docs/erratum.md by section; every cited section is there."""
     doc = (REPO / "docs" / "erratum.md").read_text()
