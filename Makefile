@@ -70,6 +70,12 @@ mutants: $(TEST_ENV)
 bench: $(SIM_ENV)
 	$(CLI) bench --jobs $(JOBS)
 
+# Regenerate every command transcript in README.md and docs/*.md (tools/transcripts.py);
+# tests/test_docs.py fails with a diff until this has been run after a figure moves.
+.PHONY: docs
+docs: $(VENV)/.extra-coreml
+	$(PY) tools/transcripts.py
+
 formal: $(VENV)/.extra-formal
 	bash formal/run.sh
 

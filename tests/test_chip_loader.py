@@ -377,7 +377,7 @@ def test_the_one_geometry_and_the_one_source_parser() -> None:
     assert not hasattr(measured, "Geometry")
     assert CHIP.measured.geo is CHIP
     assert int(CHIP.bytes_per_core(2048, 4096)) == 1 << 20
-    assert CHIP.ceiling.source.where == "shared/spec/erratum.md section 1"
+    assert CHIP.ceiling.source.where == "docs/erratum.md section 1"
     assert measured.Source is chips.Source
 
 

@@ -5,7 +5,7 @@ all turn a weight (Cin, Cout, kernel, stored bits per weight) into per-core
 bytes the same way, and all three ask the same question of a transfer: is it
 within the notch window of a multiple of the ring?
 
-The arithmetic (shared/spec/erratum.md, sections 1 and 6): the Cout output
+The arithmetic (docs/erratum.md, sections 1 and 6): the Cout output
 channels are dealt to the chip's cores in groups of one channel per core, so
 each core streams ceil(Cout / cores) x Cin x kernel area x bits / 8 bytes,
 read as whole lines. Cout need not be a multiple of the core count: the last
