@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_patch import BUGGY, CHIP, _q, coreml
-from test_patch_models import SEED, WEIGHTS, _convert, _mlp, _rename_outputs, _size
+from test_patch_models import SEED, WEIGHTS, _compressed, _convert, _mlp, _rename_outputs, _size
 
 from ane_kdma.cli import main
 from ane_kdma.errors import InputError
@@ -238,6 +238,33 @@ def test_unchanged_names_the_function_and_sizes_count_a_shared_tensor_once(
     assert doc["unchanged"] == ["infer/linear_0_cast_fp16", "prefill/linear_0_cast_fp16"]
     assert doc["weight_bytes_in"] == doc["weight_bytes_out"] == _size(src) == _size(dst)
     assert doc["duplicated_bytes"] == doc["side_bytes"] == 0 and doc["shared"] == []
+
+
+def test_a_compressed_weight_two_functions_share_counts_once(tmp_path: Path, capsys) -> None:
+    """Both functions read one int8 weight with its scales: each function's op is split, the
+    slices are stored once, and the scales are counted once in the report."""
+    cm = coreml()
+    desc = cm.ct.utils.MultiFunctionDescriptor()
+    for f in ("prefill", "infer"):
+        one = _compressed(
+            cm, tmp_path / f"{f}.mlpackage", "int8_block", np.random.default_rng(SEED)
+        )
+        desc.add_function(str(one), src_function_name="main", target_function_name=f)
+    desc.default_function_name = "infer"
+    src = tmp_path / "multi.mlpackage"
+    with contextlib.redirect_stderr(io.StringIO()):
+        cm.ct.utils.save_multifunction(desc, str(src))
+    dst = tmp_path / "out.mlpackage"
+    doc = _json(capsys, ["patch", str(src), str(dst)])
+    changed = doc["changed"]
+    assert [c["function"] for c in changed] == ["infer", "prefill"]
+    assert changed[0]["side_bytes"] == changed[1]["side_bytes"] > 0
+    assert doc["side_bytes"] == changed[0]["side_bytes"]  # one stored tensor, counted once
+    assert _size(src) < 2 * changed[0]["stored_bytes"]  # and stored once in the input
+    assert (doc["weight_bytes_in"], doc["weight_bytes_out"]) == (_size(src), _size(dst))
+    assert _size(dst) <= _size(src) * 1.01
+    assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
+    assert f"offsets ({doc['side_bytes']} bytes in all)" in capsys.readouterr().out
 
 
 def test_the_printed_size_change_is_the_weight_files(mlp: Path, tmp_path: Path, capsys) -> None:
