@@ -163,6 +163,18 @@ def test_an_op_named_after_its_module_gives_it_only_when_every_part_is_known() -
     assert names.layer("my_block_fc", "const_7") is None
 
 
+def test_a_dotted_name_the_user_gives_is_shown_as_given_when_it_reads_the_same() -> None:
+    weight = "model_layers_0_feedfwd_w_in_weight_to_fp16"
+    for given, shown, sure in [
+        (["model.layers.0.feedfwd.w_in"], "model.layers.0.feedfwd.w_in", True),
+        (["model.layers.0.feedfwd.w_in.weight"], "model.layers.0.feedfwd.w_in", True),
+        (["model.layers.0.*"], "model.layers.0.feedfwd.w.in", False),  # a pattern names none
+        (["model.layers.1.feedfwd.w_in"], "model.layers.0.feedfwd.w.in", False),  # another
+    ]:
+        m = names.layer("linear_0_cast_fp16", weight, given)
+        assert m is not None and (m.dotted, m.sure) == (shown, sure)
+
+
 def test_a_dotted_pattern_matches_the_underscored_names() -> None:
     under = ["model_layers_0_feedfwd_w_in"]
     for p in ("model.layers.0.feedfwd.w_in", "model.layers.0.feedfwd.w.in", "model.layers.0.*"):
@@ -184,13 +196,17 @@ def test_the_report_shows_dotted_names_and_says_which_are_guesses(tmp_path: Path
         "linear_0_cast_fp16",
         "model_layers_0_feedfwd_w_in_weight_to_fp16",
     )
-    assert (s["module"], s["module_guessed"]) == ("model.layers.0.feedfwd.w.in", True)
+    # the name the user gave reads as the converted one: shown as given, not as the guess
+    assert (s["module"], s["module_guessed"]) == ("model.layers.0.feedfwd.w_in", False)
     assert s["reason"] == "--skip model.layers.0.feedfwd.w_in"
     assert doc["unchanged"] == ["main/linear_1_cast_fp16"]
     argv = ["patch", str(src), "--dry-run", "--engine", FAST, "--skip", "*feedfwd_w_in*"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "left alone: linear_0_cast_fp16 (linear, model.layers.0.feedfwd.w.in?)" in out
+    doc = _json(capsys, ["patch", str(src), "--dry-run", "--skip", "*feedfwd_w_in*"])
+    (s,) = doc["skipped"]
+    assert (s["module"], s["module_guessed"]) == ("model.layers.0.feedfwd.w.in", True)
     assert "? marks a guessed layer name" in out
     # a name from the known lists is not a guess: no mark, no note
     assert main(["patch", str(src), "--dry-run", "--engine", FAST, "--skip", "lm_head"]) == 0

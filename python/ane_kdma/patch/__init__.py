@@ -16,6 +16,12 @@ written from byte ranges of the old one, the split weights' originals
 dropped unless another op still reads them, shared tensors written once).
 What it never does: write into its input, decompress a weight, or leave a
 partial output package (:mod:`.package`).
+
+What it reports, so that a model author can check it: each op by function,
+op, weight and PyTorch layer name (dotted again, guesses marked: see
+:mod:`.names`); the decode step with every op it leaves whole (``--skip``,
+a cut off its blocks) at its unsplit time; sizes as the weight files' own,
+each stored tensor once however many ops or functions read it.
 """
 
 from __future__ import annotations
@@ -57,9 +63,9 @@ def layer_of(weight_name: str) -> str:
     return _SUFFIX.sub("", weight_name) or weight_name
 
 
-def _module(op: str, weight: str) -> dict[str, object]:
+def _module(op: str, weight: str, given: Sequence[str] = ()) -> dict[str, object]:
     """The report's PyTorch module path (dotted) of an op, and whether its dots are a guess."""
-    m = names.layer(op, weight)
+    m = names.layer(op, weight, given)
     return {"module": m.dotted if m else None, "module_guessed": bool(m and not m.sure)}
 
 
@@ -77,7 +83,7 @@ class Cut:
     def parts(self) -> tuple[int, ...]:
         return self.decision.chosen.parts
 
-    def as_dict(self, chip: Chip) -> dict[str, object]:
+    def as_dict(self, chip: Chip, given: Sequence[str] = ()) -> dict[str, object]:
         t, d = self.target, self.decision
         lines = lines_of(d.before.chunk_bytes[0], chip)
         return {
@@ -86,7 +92,7 @@ class Cut:
             "op_type": t.op.type,
             "weight": t.weight_name,
             "layer": layer_of(t.weight_name),
-            **_module(t.name, t.weight_name),
+            **_module(t.name, t.weight_name, given),
             "form": t.form.kind,
             "shape": str(self.weight),
             "cin": t.cin,
@@ -154,7 +160,7 @@ def _skipped(candidates: Sequence[str], patterns: Sequence[str], used: set[str])
     return hits[0] if hits else None
 
 
-def _left(fn: str, x: Left) -> dict[str, object]:
+def _left(fn: str, x: Left, given: Sequence[str]) -> dict[str, object]:
     """A skipped op as the report lists it: function, op, why, and its layer's names."""
     return {
         "function": fn,
@@ -162,7 +168,7 @@ def _left(fn: str, x: Left) -> dict[str, object]:
         "op_type": x.op_type,
         "reason": x.reason,
         "weight": x.weight or None,
-        **_module(x.op, x.weight),
+        **_module(x.op, x.weight, given),
     }
 
 
@@ -270,7 +276,7 @@ def patch(
         plan = _plan(pkg, chip, h, engine, dry_run, axis, skip, function)
         cuts = plan.cuts
         changed = [c for c in cuts if c.decision.affected]
-        shared = _shared(changed)
+        shared = _shared(changed, skip)
         doc: dict[str, object] = {
             "in": str(pkg.path),
             "out": None,
@@ -280,7 +286,7 @@ def patch(
             "axis": axis,
             "functions": names_,
             "weights": len(cuts) + len(plan.held),
-            "changed": [c.as_dict(chip) for c in changed],
+            "changed": [c.as_dict(chip, skip) for c in changed],
             "unchanged": [
                 f"{c.target.fn.name}/{c.target.name}" for c in cuts if not c.decision.affected
             ],
@@ -335,7 +341,7 @@ def _plan(
         found, refused = graph.targets(fn)
         for x in refused:
             _skipped(_names_of(x.op, x.weight), skip, used)  # already left alone: a match
-            left.append(_left(fn.name, x))
+            left.append(_left(fn.name, x, skip))
         for t in found:
             w = weight_of(t)
             if w not in decided:
@@ -351,7 +357,7 @@ def _plan(
                     why = f"planned {d.chosen.axis} {list(d.chosen.parts)}, but {cut}"
             if why is not None:
                 held.append(Cut(t, w, d, [], why))
-                left.append(_left(fn.name, Left(t.name, t.op.type, why, t.weight_name)))
+                left.append(_left(fn.name, Left(t.name, t.op.type, why, t.weight_name), skip))
                 continue
             cuts.append(Cut(t, w, d, []))
     for pattern in skip:
@@ -418,7 +424,7 @@ def _stored(cuts: list[Cut], side: bool = False) -> dict[tuple[object, ...], int
     }
 
 
-def _shared(changed: list[Cut]) -> list[dict[str, object]]:
+def _shared(changed: list[Cut], given: Sequence[str]) -> list[dict[str, object]]:
     """Each split weight that an unsplit reader keeps whole, once: what it duplicates."""
     out: dict[tuple[object, ...], dict[str, object]] = {}
     readers: dict[tuple[object, ...], list[str]] = {}
@@ -431,7 +437,7 @@ def _shared(changed: list[Cut]) -> list[dict[str, object]]:
                 key,
                 {
                     "weight": t.weight_name,
-                    **_module(t.name, t.weight_name),
+                    **_module(t.name, t.weight_name, given),
                     "readers": mine,
                     "bytes": t.form.stored_bytes,
                 },

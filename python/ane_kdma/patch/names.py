@@ -12,10 +12,11 @@ Hugging Face families listed below (``down_proj``, ``self_attn``,
 shown dotted, every underscore read as a dot, and marked as a guess: the
 report says so.
 
-Matching never depends on the guess: a pattern with dots also matches the
-underscored names with each of its dots read as an underscore, so
-``model.layers.0.mlp.down_proj`` finds ``model_layers_0_mlp_down_proj``
-whichever underscores were dots.
+A dotted name the user gives (``--skip`` without wildcards) that reads as the
+converted one is shown as given. Matching never depends on the guess: a
+pattern with dots also matches the underscored names with each of its dots
+read as an underscore, so ``model.layers.0.mlp.down_proj`` finds
+``model_layers_0_mlp_down_proj`` whichever underscores were dots.
 """
 
 from __future__ import annotations
@@ -111,9 +112,16 @@ def of_op(op_name: str) -> Layer | None:
     return layer if layer.sure and "." in layer.dotted else None
 
 
-def layer(op_name: str, weight_name: str) -> Layer | None:
-    """The op's module: from its weight's name, else from its own name, else None."""
-    return of_weight(weight_name) or of_op(op_name)
+def layer(op_name: str, weight_name: str, given: Iterable[str] = ()) -> Layer | None:
+    """The op's module: from its weight's name, else from its own name, else None. A dotted
+    name the user `given` (a --skip without wildcards) that reads as it is taken as it is."""
+    m = of_weight(weight_name) or of_op(op_name)
+    under = m.underscored if m is not None else _CAST.sub("", op_name)
+    for name in given:
+        path = name.removesuffix(".weight")
+        if "." in path and not any(c in path for c in "*?[") and path.replace(".", "_") == under:
+            return Layer(under, path, True)
+    return m
 
 
 def matches(pattern: str, names: Iterable[str]) -> bool:
