@@ -122,6 +122,39 @@ def test_a_skipped_op_counts_at_its_unsplit_time(mlp: Path, capsys) -> None:
     assert total == pytest.approx(full["before"] + full["after"], abs=ROUNDING)
 
 
+def test_an_op_patch_cannot_plan_is_named_as_left_out_of_the_decode_step(
+    tmp_path: Path, capsys
+) -> None:
+    cm = coreml()
+    mb, types = cm.mb, cm.types
+    rng = np.random.default_rng(SEED)
+    grouped, dense = _q(rng, 64, 32, 1, 1), _q(rng, 64, 64, 1, 1)
+
+    @mb.program(
+        input_specs=[mb.TensorSpec(shape=(1, 64, 1, 1), dtype=types.fp16)],
+        opset_version=cm.ct.target.iOS18,
+    )
+    def prog(x):
+        y = mb.conv(x=x, weight=grouped, groups=2, name="conv_0_cast_fp16")
+        return mb.conv(x=y, weight=dense, name="conv_1_cast_fp16")
+
+    src = _convert(cm, prog, tmp_path / "in.mlpackage")
+    doc = _json(capsys, ["patch", str(src), "--dry-run"])
+    (s,) = doc["skipped"]
+    assert (s["function"], s["op"], s["reason"]) == (
+        "main",
+        "conv_0_cast_fp16",
+        "grouped convolution (groups=2)",
+    )
+    assert doc["decode_us"]["not_counted"] == ["conv_0_cast_fp16"]
+    assert doc["unchanged"] == ["main/conv_1_cast_fp16"]
+    # a --skip of an op already left alone matches it: not refused
+    assert _json(capsys, ["patch", str(src), "--dry-run", "--skip", "conv_0*"])["skipped"] == [s]
+    assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
+    out = capsys.readouterr().out
+    assert "not in the decode step: 1 op left alone that patch cannot plan (conv_0_cast" in out
+
+
 # ---------------------------------------------------------------- layer names
 
 

@@ -133,10 +133,11 @@ def run(args: argparse.Namespace) -> int:
             f"decode step{fn} (every stored weight once, marginal times{held}): "
             f"{d['before']} us before, {d['after']} us after"
         )
-        if d["not_counted"]:
+        gone = d["not_counted"]
+        if gone:
             print(
-                f"not in the decode step: {len(d['not_counted'])} ops left alone that "
-                f"patch cannot plan ({', '.join(d['not_counted'])[:60]})"
+                f"not in the decode step: {len(gone)} op{'' if len(gone) == 1 else 's'} left "
+                f"alone that patch cannot plan ({', '.join(gone)[:60]})"
             )
     if doc["out"]:
         w_in, w_out = doc["weight_bytes_in"], doc["weight_bytes_out"]
