@@ -18,8 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser(
         "patch", help="split the notched weights of an .mlpackage (needs the coreml extra)"
     )
-    sp.add_argument("src", metavar="IN.mlpackage")
-    sp.add_argument("dst", metavar="OUT.mlpackage", nargs="?")
+    sp.add_argument("src", metavar="IN.mlpackage", help="the ML Program to read (never written)")
+    sp.add_argument(
+        "dst",
+        metavar="OUT.mlpackage",
+        nargs="?",
+        help="the new package: a new path ending in .mlpackage (optional with --dry-run)",
+    )
     sp.add_argument(
         "--dry-run",
         action="store_true",
