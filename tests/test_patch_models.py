@@ -428,6 +428,11 @@ def test_one_function_can_be_patched_alone(multifunction, capsys) -> None:
     assert all(c["shared_with"] == ["function infer"] for c in doc["changed"])
     assert doc["duplicated_bytes"] == 2 * F * D * 2
     assert _size(folder / "one.mlpackage") >= _size(src) + doc["duplicated_bytes"]
+    # the decode step is infer's (the default): left out by --function, its ops count whole
+    full = patch(src, None, CHIP, BUGGY, FAST, dry_run=True)["decode_us"]
+    alone = patch(src, None, CHIP, BUGGY, FAST, dry_run=True, function=["prefill"])["decode_us"]
+    assert full["after"] < full["before"] == alone["before"] == alone["after"]
+    assert (full["held_whole"], alone["held_whole"]) == (0, 2)
     bad = folder / "bad.mlpackage"
     assert main(["patch", str(src), str(bad), "--function", "decode"]) == 2
     err = capsys.readouterr().err

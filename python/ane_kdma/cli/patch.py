@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         d = doc["decode_us"]
         assert isinstance(d, dict)
         fn = f" of {d['function']}" if many else ""
-        held = f"; {d['held_whole']} left alone counted unsplit" if d["held_whole"] else ""
+        held = f"; {d['held_whole']} kept whole, counted unsplit" if d["held_whole"] else ""
         print(
             f"decode step{fn} (every stored weight once, marginal times{held}): "
             f"{d['before']} us before, {d['after']} us after"

@@ -30,7 +30,7 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +298,7 @@ def patch(
             "shared": shared,
         }
         if dry_run:
-            doc["decode_us"] = _decode(pkg, cuts, plan.held, plan.left, chip)
+            doc["decode_us"] = _decode(pkg, plan, chip)
             return doc
         assert out is not None
         doc["weight_bytes_out"] = _write(pkg, out, changed, plan.fns, files)
@@ -317,6 +317,9 @@ class Planned:
     held: list[Cut]  # planned but kept whole: --skip, or a cut that falls inside a block
     left: list[dict[str, object]]  # every op left alone, as the report lists it
     fns: list[graph.Fn]
+    # a dry run's ops of the functions --function leaves out: whole in the decode step
+    outside: list[Cut] = field(default_factory=list)
+    outside_refused: list[tuple[str, str]] = field(default_factory=list)  # (function, op)
 
 
 def _plan(
@@ -334,9 +337,19 @@ def _plan(
     held: list[Cut] = []
     left: list[dict[str, object]] = []
     used: set[str] = set()
+    outside: list[Cut] = []
+    outside_refused: list[tuple[str, str]] = []
     fns = list(graph.functions(pkg.spec.mlProgram))
     for fn in fns:
         if function and fn.name.split("/")[0] not in function:
+            if marginal:  # the decode step counts its ops whole
+                found, refused = graph.targets(fn)
+                outside_refused += [(fn.name, x.op) for x in refused]
+                for t in found:
+                    w = weight_of(t)
+                    if w not in decided:
+                        decided[w] = decide(w, chip, h, engine, marginal=True, axis=axis)
+                    outside.append(Cut(t, w, decided[w], [], "not in --function"))
             continue
         found, refused = graph.targets(fn)
         for x in refused:
@@ -388,7 +401,7 @@ def _plan(
                     key = (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
                     if p.value.WhichOneof("value") == "blobFileValue" and key in kept:
                         c.shared_with = sorted({*c.shared_with, f"function {kept[key]}"})
-    return Planned(cuts, held, left, fns)
+    return Planned(cuts, held, left, fns, outside, outside_refused)
 
 
 def _example(cuts: list[Cut], left: list[dict[str, object]]) -> str:
@@ -445,23 +458,18 @@ def _shared(changed: list[Cut], given: Sequence[str]) -> list[dict[str, object]]
     return list(out.values())
 
 
-def _decode(
-    pkg: package.Package,
-    cuts: list[Cut],
-    held: list[Cut],
-    left: list[dict[str, object]],
-    chip: Chip,
-) -> dict[str, object]:
+def _decode(pkg: package.Package, plan: Planned, chip: Chip) -> dict[str, object]:
     """One decode step of the default function: every weight once, each at its marginal time;
-    an op left whole (--skip, a cut off its blocks) at its unsplit time."""
+    an op left whole (--skip, a cut off its blocks, a function --function leaves out) at its
+    unsplit time."""
     desc = pkg.spec.description
     default = desc.defaultFunctionName or ("main" if "main" in pkg.spec.mlProgram.functions else "")
 
     def mine(fn: str) -> bool:
         return fn.split("/")[0] == default if default else True
 
-    planned = [c for c in cuts if mine(c.target.fn.name)]
-    whole = [c for c in held if mine(c.target.fn.name)]
+    planned = [c for c in plan.cuts if mine(c.target.fn.name)]
+    whole = [c for c in plan.held + plan.outside if mine(c.target.fn.name)]
     overhead = chip.profile.overhead_us
     before = overhead + sum(c.decision.time_before.marginal_us for c in planned + whole)
     after = overhead + sum(
@@ -469,11 +477,10 @@ def _decode(
         for c in planned
     )
     after += sum(c.decision.time_before.marginal_us for c in whole)
-    kept = {(c.target.fn.name, c.target.name) for c in held}
+    kept = {(c.target.fn.name, c.target.name) for c in plan.held}
+    refused = [(str(x["function"]), str(x["op"])) for x in plan.left]
     unplanned = [
-        str(x["op"])
-        for x in left
-        if mine(str(x["function"])) and (x["function"], x["op"]) not in kept
+        op for fn, op in refused + plan.outside_refused if mine(fn) and (fn, op) not in kept
     ]
     return {
         "function": default,
