@@ -230,6 +230,9 @@ def test_patch_peaks_below_the_weights_and_dry_run_below_300_mb(tmp_path: Path) 
     size_in = (m["src"] / WEIGHTS).stat().st_size
     size_out = (m["dst"] / WEIGHTS).stat().st_size
     shared = full["doc"]["duplicated_bytes"]  # the tied head, if split, keeps its table too
+    # the report's sizes are the weight file's, measured (each stored tensor once)
+    assert (full["doc"]["weight_bytes_in"], full["doc"]["weight_bytes_out"]) == (size_in, size_out)
+    assert dry["doc"]["weight_bytes_in"] == size_in
     assert size_out <= size_in * 1.01 + shared
 
 

@@ -154,7 +154,8 @@ def test_dry_run_names_layers_and_the_decode_step(mlp, capsys: pytest.CaptureFix
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
     out = capsys.readouterr().out
     assert "3 stored weights; would split 3 along cin" in out
-    assert "model_layers_0_mlp_down_proj_weight_to_fp16" in out
+    assert "model.layers.0.mlp.down_proj " in out  # the layer as PyTorch names it, not a guess
+    assert "?" not in out and "layer names:" not in out
     line = next(x for x in out.splitlines() if x.startswith("decode step"))
     before, after = (float(v) for v in re.findall(r"([0-9.]+) us", line))
     assert after < before
@@ -413,6 +414,8 @@ def test_every_function_is_patched_and_the_package_stays_multifunction(multifunc
     assert b.spec.description.defaultFunctionName == "infer"
     assert sorted(b.program.functions) == ["infer", "prefill"]
     assert _size(dst) <= _size(src) * 1.01  # shared slices written once for both functions
+    # the figures are the weight file's own sizes: a tensor both functions read counts once
+    assert (doc["weight_bytes_in"], doc["weight_bytes_out"]) == (_size(src), _size(dst))
     for f in ("infer", "prefill"):
         _same_outputs(src, dst, exact=False, function=f)
 
@@ -425,6 +428,11 @@ def test_one_function_can_be_patched_alone(multifunction, capsys) -> None:
     assert all(c["shared_with"] == ["function infer"] for c in doc["changed"])
     assert doc["duplicated_bytes"] == 2 * F * D * 2
     assert _size(folder / "one.mlpackage") >= _size(src) + doc["duplicated_bytes"]
+    # the decode step is infer's (the default): left out by --function, its ops count whole
+    full = patch(src, None, CHIP, BUGGY, FAST, dry_run=True)["decode_us"]
+    alone = patch(src, None, CHIP, BUGGY, FAST, dry_run=True, function=["prefill"])["decode_us"]
+    assert full["after"] < full["before"] == alone["before"] == alone["after"]
+    assert (full["held_whole"], alone["held_whole"]) == (0, 2)
     bad = folder / "bad.mlpackage"
     assert main(["patch", str(src), str(bad), "--function", "decode"]) == 2
     err = capsys.readouterr().err

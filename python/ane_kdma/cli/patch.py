@@ -11,14 +11,20 @@ from ane_kdma.errors import InputError
 from ane_kdma.patch import patch
 
 MAX_PATTERNS = 64
+GUESSED = "? marks a guessed layer name: a part is not a known module name, so a '_' may be a '.'"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     sp = sub.add_parser(
         "patch", help="split the notched weights of an .mlpackage (needs the coreml extra)"
     )
-    sp.add_argument("src", metavar="IN.mlpackage")
-    sp.add_argument("dst", metavar="OUT.mlpackage", nargs="?")
+    sp.add_argument("src", metavar="IN.mlpackage", help="the ML Program to read (never written)")
+    sp.add_argument(
+        "dst",
+        metavar="OUT.mlpackage",
+        nargs="?",
+        help="the new package: a new path ending in .mlpackage (optional with --dry-run)",
+    )
     sp.add_argument(
         "--dry-run",
         action="store_true",
@@ -29,7 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="PATTERN",
-        help="leave ops alone whose op, weight or layer name matches (shell pattern; repeatable)",
+        help=(
+            "leave ops alone whose op, weight or layer name matches, dotted as in PyTorch "
+            "(model.layers.0.mlp.down_proj) or as converted (shell pattern; repeatable)"
+        ),
     )
     sp.add_argument(
         "--function",
@@ -44,8 +53,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.set_defaults(func=run)
 
 
-def _kib(n: object) -> str:
+def _mib(n: object) -> str:
     return f"{int(n) / 2**20:.1f} MiB" if isinstance(n, int) else "?"  # noqa: RUF100
+
+
+def _layer(row: dict[str, object]) -> str:
+    """The name a model author knows: the dotted module path (marked ? when guessed), else the
+    weight's own name."""
+    if row.get("module"):
+        return f"{row['module']}{'?' if row.get('module_guessed') else ''}"
+    return str(row.get("weight") or "")
+
+
+def _where(row: dict[str, object], many: bool) -> str:
+    return f"{row['function']}/{row['op']}" if many else str(row["op"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,47 +94,61 @@ def run(args: argparse.Namespace) -> int:
     assert isinstance(changed, list)
     fns = doc["functions"]
     assert isinstance(fns, list)
-    where = f" in {len(fns)} functions" if len(fns) > 1 else ""
+    many = len(fns) > 1
+    where = f" in {len(fns)} functions" if many else ""
     n = doc["weights"]
     weights = f"{n} stored weight{'' if n == 1 else 's'}"
     print(
         f"{doc['in']}: {weights}{where}; {verb} {len(changed)} along "
         f"{doc['axis']} ({doc['variant']} hardware, chip {chip.name}, {doc['engine']} engine)"
     )
+    skipped = doc["skipped"]
+    shared = doc["shared"]
+    assert isinstance(skipped, list) and isinstance(shared, list)
     if changed:
-        keys = ["op", "weight", "form", "shape", "bytes_per_core", "parts"]
+        keys = ["op", "layer", "form", "shape", "bytes_per_core", "parts"]
         keys += ["time_us_before", "time_us_after"]
-        if len(fns) > 1:
+        if many:
             keys.insert(0, "function")
-        rows = [{**c, "parts": "+".join(map(str, c["parts"]))} for c in changed]
+        rows = [{**c, "layer": _layer(c), "parts": "+".join(map(str, c["parts"]))} for c in changed]
         common.print_table(rows, keys)
-        side = sum(int(c["side_bytes"]) for c in changed)
+        side = doc["side_bytes"]
         if side:
             print(
                 f"compressed weights are planned on what they store, their LUTs, scales and "
                 f"offsets ({side} bytes in all) streamed with their channels (an assumption)"
             )
-    for c in changed:
-        if c["shared_with"]:
-            print(
-                f"shared: {c['weight']} is also read by {', '.join(c['shared_with'])[:80]}, so it "
-                f"stays stored whole too ({c['stored_bytes']} bytes duplicated; --skip it to avoid)"
-            )
-    skipped = doc["skipped"]
-    assert isinstance(skipped, list)
+    for x in shared:
+        print(
+            f"shared: {_layer(x)} is also read by {', '.join(x['readers'])[:80]}, so it "
+            f"stays stored whole too ({x['bytes']} bytes duplicated; --skip it to avoid)"
+        )
     for s in skipped:
-        print(f"left alone: {s['op']} ({s['op_type']}): {s['reason']}")
+        layer = _layer(s)
+        named = f", {layer}" if layer and layer != s["op"] else ""
+        print(f"left alone: {_where(s, many)} ({s['op_type']}{named}): {s['reason']}")
+    if any(r.get("module_guessed") for r in [*changed, *skipped, *shared]):
+        print(GUESSED)
     if args.dry_run:
         d = doc["decode_us"]
         assert isinstance(d, dict)
-        fn = f" of {d['function']}" if len(fns) > 1 else ""
+        fn = f" of {d['function']}" if many else ""
+        held = f"; {d['held_whole']} kept whole, counted unsplit" if d["held_whole"] else ""
         print(
-            f"decode step{fn} (every stored weight once, marginal times): "
+            f"decode step{fn} (every stored weight once, marginal times{held}): "
             f"{d['before']} us before, {d['after']} us after"
         )
+        gone = d["not_counted"]
+        if gone:
+            print(
+                f"not in the decode step: {len(gone)} op{'' if len(gone) == 1 else 's'} left "
+                f"alone that patch cannot plan ({', '.join(gone)[:60]})"
+            )
     if doc["out"]:
+        w_in, w_out = doc["weight_bytes_in"], doc["weight_bytes_out"]
+        assert isinstance(w_in, int) and isinstance(w_out, int)
         print(
-            f"wrote {doc['out']} (weights {_kib(doc['weight_bytes_in'])} -> "
-            f"{_kib(doc['weight_bytes_out'])})"
+            f"wrote {doc['out']} (weight files {_mib(w_in)} -> {_mib(w_out)}, "
+            f"{w_out - w_in:+,} bytes)"
         )
     return 0

@@ -16,23 +16,28 @@ written from byte ranges of the old one, the split weights' originals
 dropped unless another op still reads them, shared tensors written once).
 What it never does: write into its input, decompress a weight, or leave a
 partial output package (:mod:`.package`).
+
+What it reports, so that a model author can check it: each op by function,
+op, weight and PyTorch layer name (dotted again, guesses marked: see
+:mod:`.names`); the decode step with every op it leaves whole (``--skip``,
+a cut off its blocks) at its unsplit time; sizes as the weight files' own,
+each stored tensor once however many ops or functions read it.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
-from ane_kdma.patch import blobs, graph, package, rewrite
+from ane_kdma.patch import blobs, graph, names, package, rewrite
 from ane_kdma.patch.graph import Left, Target
 from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, check_axis, decide, in_window, lines_of
 
@@ -54,8 +59,14 @@ _SUFFIX = re.compile(r"(_weight)?(_to_fp16|_to_fp32|_cast_fp16|_palettized|_quan
 
 def layer_of(weight_name: str) -> str:
     """The layer a converter's weight name comes from: model_layers_0_mlp_gate_proj_weight_to_fp16
-    -> model_layers_0_mlp_gate_proj (PyTorch's dots became underscores; they are not restored)."""
+    -> model_layers_0_mlp_gate_proj (as the converter left it; `names` puts the dots back)."""
     return _SUFFIX.sub("", weight_name) or weight_name
+
+
+def _module(op: str, weight: str, given: Sequence[str] = ()) -> dict[str, object]:
+    """The report's PyTorch module path (dotted) of an op, and whether its dots are a guess."""
+    m = names.layer(op, weight, given)
+    return {"module": m.dotted if m else None, "module_guessed": bool(m and not m.sure)}
 
 
 @dataclass
@@ -66,12 +77,13 @@ class Cut:
     weight: Weight
     decision: Decision
     shared_with: list[str]  # other readers of the weight that are not split with it
+    held: str | None = None  # why it stays whole though planned (--skip, a cut off its blocks)
 
     @property
     def parts(self) -> tuple[int, ...]:
         return self.decision.chosen.parts
 
-    def as_dict(self, chip: Chip) -> dict[str, object]:
+    def as_dict(self, chip: Chip, given: Sequence[str] = ()) -> dict[str, object]:
         t, d = self.target, self.decision
         lines = lines_of(d.before.chunk_bytes[0], chip)
         return {
@@ -80,6 +92,7 @@ class Cut:
             "op_type": t.op.type,
             "weight": t.weight_name,
             "layer": layer_of(t.weight_name),
+            **_module(t.name, t.weight_name, given),
             "form": t.form.kind,
             "shape": str(self.weight),
             "cin": t.cin,
@@ -131,12 +144,32 @@ def weight_of(t: Target) -> Weight:
     )
 
 
-def _skipped(t: Target, patterns: Sequence[str]) -> str | None:
-    names = (t.name, t.weight_name, t.weight_var, layer_of(t.weight_name))
-    for p in patterns:
-        if any(fnmatch.fnmatchcase(n, p) for n in names):
-            return p
-    return None
+def _names_of(op: str, weight: str, var: str = "") -> list[str]:
+    """Every name --skip matches an op by: op, weight, layer, and the module path dotted."""
+    out = [op, weight, var, layer_of(weight)] if weight else [op]
+    m = names.layer(op, weight)
+    if m is not None:
+        out += [m.underscored, m.dotted, f"{m.dotted}.weight"]
+    return [n for n in out if n]
+
+
+def _skipped(candidates: Sequence[str], patterns: Sequence[str], used: set[str]) -> str | None:
+    """The first pattern that matches one of the names (all that match are marked used)."""
+    hits = [p for p in patterns if names.matches(p, candidates)]
+    used.update(hits)
+    return hits[0] if hits else None
+
+
+def _left(fn: str, x: Left, given: Sequence[str]) -> dict[str, object]:
+    """A skipped op as the report lists it: function, op, why, and its layer's names."""
+    return {
+        "function": fn,
+        "op": x.op,
+        "op_type": x.op_type,
+        "reason": x.reason,
+        "weight": x.weight or None,
+        **_module(x.op, x.weight, given),
+    }
 
 
 def _readers(fn: graph.Fn) -> dict[str, list[str]]:
@@ -152,9 +185,8 @@ def _readers(fn: graph.Fn) -> dict[str, list[str]]:
     return out
 
 
-def _check_blobs(pkg: package.Package, files: dict[str, blobs.WeightFile]) -> int:
-    """Every weight the program points at, checked against its file; their total bytes."""
-    total = 0
+def _check_blobs(pkg: package.Package, files: dict[str, blobs.WeightFile]) -> None:
+    """Every weight the program points at, checked against its file (each file opened once)."""
     for value in _blob_values(pkg.spec.mlProgram):
         bf = value.blobFileValue
         wf = _weight_file(pkg, files, bf.fileName)
@@ -168,8 +200,6 @@ def _check_blobs(pkg: package.Package, files: dict[str, blobs.WeightFile]) -> in
                     f"{wf.shown}: the weight at offset {b.record} holds {b.size} bytes; "
                     f"its type {graph.dtype_name(tt)} {list(shape)} needs {need}"
                 )
-        total += b.size
-    return total
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -225,23 +255,28 @@ def patch(
     _proto()
     check_axis(axis)
     out = None
+    if dry_run and dst is not None:
+        package.check_suffix(dst)
     if not dry_run:
         if dst is None:
             raise InputError("patch needs OUT.mlpackage (or --dry-run)")
         out = package.check_output(dst, src)
     pkg = package.read(src)
     program = pkg.spec.mlProgram
-    names = sorted(program.functions)
+    names_ = sorted(program.functions)
     for f in function:
         if f not in program.functions:
             raise InputError(
                 f"{package.shown(pkg.path)}: no function {f[:40]!r} "
-                f"(it has: {', '.join(names)[:80]})"
+                f"(it has: {', '.join(names_)[:80]})"
             )
     files: dict[str, blobs.WeightFile] = {}
     try:
-        weight_bytes = _check_blobs(pkg, files)
-        cuts, left, fns = _plan(pkg, chip, h, engine, dry_run, axis, skip, function)
+        _check_blobs(pkg, files)
+        plan = _plan(pkg, chip, h, engine, dry_run, axis, skip, function)
+        cuts = plan.cuts
+        changed = [c for c in cuts if c.decision.affected]
+        shared = _shared(changed, skip)
         doc: dict[str, object] = {
             "in": str(pkg.path),
             "out": None,
@@ -249,25 +284,42 @@ def patch(
             "variant": h.name,
             "engine": engine,
             "axis": axis,
-            "functions": names,
-            "weights": len(cuts),
-            "changed": [c.as_dict(chip) for c in cuts if c.decision.affected],
-            "unchanged": [c.target.name for c in cuts if not c.decision.affected],
-            "skipped": [x.__dict__ for x in left],
-            "weight_bytes_in": weight_bytes,
-            "duplicated_bytes": _duplicated(cuts),
+            "functions": names_,
+            "weights": len(cuts) + len(plan.held),
+            "changed": [c.as_dict(chip, skip) for c in changed],
+            "unchanged": [
+                f"{c.target.fn.name}/{c.target.name}" for c in cuts if not c.decision.affected
+            ],
+            "skipped": plan.left,
+            # the weight files the program reads, as they are on disk (each byte once)
+            "weight_bytes_in": sum(wf.length for wf in files.values()),
+            "duplicated_bytes": sum(int(str(x["bytes"])) for x in shared),
+            "side_bytes": sum(_stored(changed, side=True).values()),
+            "shared": shared,
         }
         if dry_run:
-            doc["decode_us"] = _decode(pkg, cuts, chip)
+            doc["decode_us"] = _decode(pkg, plan, chip)
             return doc
         assert out is not None
-        changed = [c for c in cuts if c.decision.affected]
-        doc["weight_bytes_out"] = _write(pkg, out, changed, fns, files)
+        doc["weight_bytes_out"] = _write(pkg, out, changed, plan.fns, files)
         doc["out"] = str(out)
         return doc
     finally:
         for wf in files.values():
             wf.close()
+
+
+@dataclass
+class Planned:
+    """What the plan found: the ops it plans, those it keeps whole, and those it cannot plan."""
+
+    cuts: list[Cut]  # planned ops (split or not)
+    held: list[Cut]  # planned but kept whole: --skip, or a cut that falls inside a block
+    left: list[dict[str, object]]  # every op left alone, as the report lists it
+    fns: list[graph.Fn]
+    # a dry run's ops of the functions --function leaves out: whole in the decode step
+    outside: list[Cut] = field(default_factory=list)
+    outside_refused: list[tuple[str, str]] = field(default_factory=list)  # (function, op)
 
 
 def _plan(
@@ -279,42 +331,55 @@ def _plan(
     axis: str,
     skip: Sequence[str],
     function: Sequence[str],
-) -> tuple[list[Cut], list[Left], list[graph.Fn]]:
+) -> Planned:
     decided: dict[Weight, Decision] = {}
     cuts: list[Cut] = []
-    left: list[Left] = []
+    held: list[Cut] = []
+    left: list[dict[str, object]] = []
+    used: set[str] = set()
+    outside: list[Cut] = []
+    outside_refused: list[tuple[str, str]] = []
     fns = list(graph.functions(pkg.spec.mlProgram))
     for fn in fns:
         if function and fn.name.split("/")[0] not in function:
+            if marginal:  # the decode step counts its ops whole
+                found, refused = graph.targets(fn)
+                outside_refused += [(fn.name, x.op) for x in refused]
+                for t in found:
+                    w = weight_of(t)
+                    if w not in decided:
+                        decided[w] = decide(w, chip, h, engine, marginal=True, axis=axis)
+                    outside.append(Cut(t, w, decided[w], [], "not in --function"))
             continue
         found, refused = graph.targets(fn)
-        left += [
-            Left(f"{fn.name}:{x.op}" if len(fns) > 1 else x.op, x.op_type, x.reason)
-            for x in refused
-        ]
+        for x in refused:
+            _skipped(_names_of(x.op, x.weight), skip, used)  # already left alone: a match
+            left.append(_left(fn.name, x, skip))
         for t in found:
-            pattern = _skipped(t, skip)
-            if pattern is not None:
-                left.append(Left(t.name, t.op.type, f"--skip {pattern}"))
-                continue
             w = weight_of(t)
             if w not in decided:
                 decided[w] = decide(w, chip, h, engine, marginal=marginal, axis=axis)
             d = decided[w]
-            if d.affected:
+            pattern = _skipped(_names_of(t.name, t.weight_name, t.weight_var), skip, used)
+            why = None if pattern is None else f"--skip {pattern}"
+            if why is None and d.affected:
                 dim = t.dim_in if d.chosen.axis == "cin" else t.dim_out
                 edges = [sum(d.chosen.parts[:i]) for i in range(1, len(d.chosen.parts))]
-                why = t.form.cut_reason(dim, edges)
-                if why is not None:
-                    left.append(
-                        Left(
-                            t.name,
-                            t.op.type,
-                            f"planned {d.chosen.axis} {list(d.chosen.parts)}, but {why}",
-                        )
-                    )
-                    continue
+                cut = t.form.cut_reason(dim, edges)
+                if cut is not None:
+                    why = f"planned {d.chosen.axis} {list(d.chosen.parts)}, but {cut}"
+            if why is not None:
+                held.append(Cut(t, w, d, [], why))
+                left.append(_left(fn.name, Left(t.name, t.op.type, why, t.weight_name), skip))
+                continue
             cuts.append(Cut(t, w, d, []))
+    for pattern in skip:
+        if pattern not in used:
+            raise InputError(
+                f"--skip {pattern[:60]!r} matches no op, weight or layer name"
+                f"{' in the functions patched' if function else ''} "
+                f"(names look like: {_example(cuts + held, left)})"
+            )
     # a weight read by an op that is not split with it stays stored whole as well
     for fn in fns:
         readers = _readers(fn)
@@ -336,37 +401,94 @@ def _plan(
                     key = (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
                     if p.value.WhichOneof("value") == "blobFileValue" and key in kept:
                         c.shared_with = sorted({*c.shared_with, f"function {kept[key]}"})
-    return cuts, left, fns
+    return Planned(cuts, held, left, fns, outside, outside_refused)
 
 
-def _duplicated(cuts: list[Cut]) -> int:
-    """Bytes stored twice: each split weight that an unsplit reader keeps whole, once."""
-    seen: dict[tuple[object, ...], int] = {}
-    for c in cuts:
-        if c.decision.affected and c.shared_with:
-            form = c.target.form
-            key = tuple(
-                (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
-                if p.value.WhichOneof("value") == "blobFileValue"
-                else (c.target.fn.name, graph.op_name(form.op), p.key)
-                for p in form.params
+def _example(cuts: list[Cut], left: list[dict[str, object]]) -> str:
+    """One op's names, to show what a pattern can match (bounded: the error is one line)."""
+    if cuts:
+        t = cuts[0].target
+        op, weight = t.name, t.weight_name
+    elif left:
+        op, weight = str(left[0]["op"]), str(left[0]["weight"] or "")
+    else:
+        return "none: no op with a stored weight"
+    m = names.layer(op, weight)
+    shown = [op, weight] + ([m.dotted] if m is not None else [])
+    return ", ".join(dict.fromkeys(n[:60] for n in shown if n))
+
+
+def _key(c: Cut) -> tuple[object, ...]:
+    """The stored tensors of a cut's weight: the same key for every op that reads them."""
+    form = c.target.form
+    return tuple(
+        (p.value.blobFileValue.fileName, int(p.value.blobFileValue.offset))
+        if p.value.WhichOneof("value") == "blobFileValue"
+        else (c.target.fn.name, graph.op_name(form.op), p.key)
+        for p in form.params
+    )
+
+
+def _stored(cuts: list[Cut], side: bool = False) -> dict[tuple[object, ...], int]:
+    """Each stored weight of the cuts once (however many ops or functions read it): its bytes,
+    or with `side` its LUT, scale and offset bytes."""
+    return {
+        _key(c): c.target.form.side_bytes() if side else c.target.form.stored_bytes for c in cuts
+    }
+
+
+def _shared(changed: list[Cut], given: Sequence[str]) -> list[dict[str, object]]:
+    """Each split weight that an unsplit reader keeps whole, once: what it duplicates."""
+    out: dict[tuple[object, ...], dict[str, object]] = {}
+    readers: dict[tuple[object, ...], list[str]] = {}
+    for c in changed:
+        if c.shared_with:
+            t, key = c.target, _key(c)
+            mine = readers.setdefault(key, [])
+            mine += [r for r in c.shared_with if r not in mine]
+            out.setdefault(
+                key,
+                {
+                    "weight": t.weight_name,
+                    **_module(t.name, t.weight_name, given),
+                    "readers": mine,
+                    "bytes": t.form.stored_bytes,
+                },
             )
-            seen[key] = form.stored_bytes
-    return sum(seen.values())
+    return list(out.values())
 
 
-def _decode(pkg: package.Package, cuts: list[Cut], chip: Chip) -> dict[str, float | str]:
-    """One decode step of the default function: every weight once, each at its marginal time."""
+def _decode(pkg: package.Package, plan: Planned, chip: Chip) -> dict[str, object]:
+    """One decode step of the default function: every weight once, each at its marginal time;
+    an op left whole (--skip, a cut off its blocks, a function --function leaves out) at its
+    unsplit time."""
     desc = pkg.spec.description
     default = desc.defaultFunctionName or ("main" if "main" in pkg.spec.mlProgram.functions else "")
-    mine = [c for c in cuts if c.target.fn.name.split("/")[0] == (default or c.target.fn.name)]
+
+    def mine(fn: str) -> bool:
+        return fn.split("/")[0] == default if default else True
+
+    planned = [c for c in plan.cuts if mine(c.target.fn.name)]
+    whole = [c for c in plan.held + plan.outside if mine(c.target.fn.name)]
     overhead = chip.profile.overhead_us
-    before = overhead + sum(c.decision.time_before.marginal_us for c in mine)
+    before = overhead + sum(c.decision.time_before.marginal_us for c in planned + whole)
     after = overhead + sum(
         (c.decision.time_after if c.decision.affected else c.decision.time_before).marginal_us
-        for c in mine
+        for c in planned
     )
-    return {"function": default, "before": round(before, DIGITS), "after": round(after, DIGITS)}
+    after += sum(c.decision.time_before.marginal_us for c in whole)
+    kept = {(c.target.fn.name, c.target.name) for c in plan.held}
+    refused = [(str(x["function"]), str(x["op"])) for x in plan.left]
+    unplanned = [
+        op for fn, op in refused + plan.outside_refused if mine(fn) and (fn, op) not in kept
+    ]
+    return {
+        "function": default,
+        "before": round(before, DIGITS),
+        "after": round(after, DIGITS),
+        "held_whole": len(whole),  # left alone, counted at their unsplit time
+        "not_counted": unplanned,  # stored-weight ops that could not be planned (see skipped)
+    }
 
 
 def _write(

@@ -415,9 +415,12 @@ class Target:
 
 @dataclass(frozen=True)
 class Left:
+    """An op with a stored weight that is left alone, and why."""
+
     op: str
     op_type: str
     reason: str
+    weight: str = ""  # the weight's var name, when the op reads one by name
 
 
 def target_of(fn: Fn, op: Any) -> Target | Left | None:
@@ -432,29 +435,29 @@ def target_of(fn: Fn, op: Any) -> Target | Left | None:
     form = form_of(fn, wnames[0])
     if form is None:
         if op.type == "matmul" and form_of(fn, xnames[0]) is not None:
-            return Left(name, op.type, "the stored operand is the left one")
+            return Left(name, op.type, "the stored operand is the left one", xnames[0])
         return None
     if isinstance(form, str):
-        return Left(name, op.type, form)
+        return Left(name, op.type, form, wnames[0])
     shape = form.shape
     xt = fn.types.get(xnames[0])
     yt = op.outputs[0].type
     if xt is None or not xt.HasField("tensorType"):
-        return Left(name, op.type, "input of unknown type")
+        return Left(name, op.type, "input of unknown type", wnames[0])
     xr, yr = xt.tensorType.rank, yt.tensorType.rank
     if op.type == "conv":
         groups = const_ints(fn, op, "groups")
         if groups is not None and groups[0] != 1:
-            return Left(name, op.type, f"grouped convolution (groups={groups[0]})")
+            return Left(name, op.type, f"grouped convolution (groups={groups[0]})", wnames[0])
         if len(shape) < 3:
-            return Left(name, op.type, f"rank-{len(shape)} conv weight")
+            return Left(name, op.type, f"rank-{len(shape)} conv weight", wnames[0])
         kernel = list(shape[2:])
         kh, kw = kernel[0], math.prod(kernel[1:])
         return Target(
             fn, op, -1, name, form, wnames[0], wkey, shape[1], shape[0], kh, kw, 1, 0, 1, 1
         )
     if len(shape) != 2:
-        return Left(name, op.type, f"rank-{len(shape)} weight")
+        return Left(name, op.type, f"rank-{len(shape)} weight", wnames[0])
     if op.type == "linear":
         return Target(
             fn, op, -1, name, form, wnames[0], wkey, shape[1], shape[0], 1, 1, 1, 0, xr - 1, yr - 1
@@ -463,11 +466,11 @@ def target_of(fn: Fn, op: Any) -> Target | Left | None:
     ty = const_ints(fn, op, "transpose_y")
     if tx is None or ty is None:
         if "transpose_x" in op.inputs or "transpose_y" in op.inputs:
-            return Left(name, op.type, "transpose flags that are not constants")
+            return Left(name, op.type, "transpose flags that are not constants", wnames[0])
     if tx and tx[0]:
-        return Left(name, op.type, "a transposed left operand")
+        return Left(name, op.type, "a transposed left operand", wnames[0])
     if xr < 2 or xr != yr and yr < 2:
-        return Left(name, op.type, "a rank-1 operand")
+        return Left(name, op.type, "a rank-1 operand", wnames[0])
     transposed = bool(ty and ty[0])
     din, dout = (1, 0) if transposed else (0, 1)
     return Target(
@@ -505,6 +508,6 @@ def targets(fn: Fn) -> tuple[list[Target], list[Left]]:
                     t.index = index
                     found.append(t)
                     continue
-                t = Left(t.name, op.type, "inside a control-flow block")
+                t = Left(t.name, op.type, "inside a control-flow block", t.weight_name)
             left.append(t)
     return found, left

@@ -33,6 +33,7 @@ MAX_ENTRIES = 10_000  # files and folders in one package
 MAX_MANIFEST = 1 << 20
 MAX_SPEC = 256 << 20  # an ML Program's protobuf (weights live in the weight file)
 MODEL_PATH = "@model_path/"
+SUFFIX = ".mlpackage"  # what an output package's name must end in
 
 
 def shown(path: str | Path) -> str:
@@ -188,6 +189,13 @@ def read(src: str | Path) -> Package:
 # ---------------------------------------------------------------- the output
 
 
+def check_suffix(dst: str | Path) -> None:
+    """OUT names a package: Core ML and Xcode know one by its extension, any other is a folder."""
+    name = Path(dst).name
+    if not name.endswith(SUFFIX) or name == SUFFIX:
+        raise InputError(f"{shown(dst)}: OUT must end in {SUFFIX} (for example model-kdma{SUFFIX})")
+
+
 def check_output(dst: str | Path, src: str | Path) -> Path:
     """The output path, refused in one line unless it is new, outside the input and writable."""
     _usable(dst, "output")
@@ -206,6 +214,7 @@ def check_output(dst: str | Path, src: str | Path) -> Path:
         raise InputError(f"{shown(out.parent)}: not a folder") from None
     else:
         raise InputError(f"{shown(out)} exists; patch does not overwrite")
+    check_suffix(out)
     parent = out.parent
     try:
         pst = os.stat(parent)
