@@ -495,7 +495,7 @@ def test_show_prints_each_probe_with_its_time_and_rate(
     text = capsys.readouterr().out.splitlines()
     assert text[0].split() == [
         "name",
-        "shape",
+        "cout_x_cin",
         "parts",
         "bytes_per_core",
         "k",

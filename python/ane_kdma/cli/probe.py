@@ -126,7 +126,7 @@ def run_show(args: argparse.Namespace) -> int:
         t = times.get(p.name)
         row: dict[str, Any] = {
             "name": p.name,
-            "shape": f"{p.cout}x{p.cin}",
+            "cout_x_cin": f"{p.cout}x{p.cin}",
             "parts": len(p.cin_parts),
             "bytes_per_core": p.bytes_per_core,
             "k": p.k,
@@ -140,7 +140,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"folder": str(folder), "chip": chip.name, "probes": rows}))
         return 0
-    keys = ["name", "shape", "parts", "bytes_per_core", "k", "x", "purpose"]
+    keys = ["name", "cout_x_cin", "parts", "bytes_per_core", "k", "x", "purpose"]
     common.print_table(rows, [*keys, "time_us", "gbps"] if times else keys)
     return 0
 

@@ -88,7 +88,9 @@ def save_package(ct: Any, probe: Probe, path: Path, rng: np.random.Generator) ->
     from coremltools.converters.mil import Builder as mb  # type: ignore[import-untyped]
     from coremltools.converters.mil.mil import types  # type: ignore[import-untyped]
 
-    weight = (rng.standard_normal((probe.cout, probe.cin)) * WEIGHT_SCALE).astype(np.float16)
+    weight = (rng.standard_normal((probe.cout, probe.cin), np.float32) * WEIGHT_SCALE).astype(
+        np.float16
+    )
     spec = mb.TensorSpec(shape=(1, probe.cin, 1, 1), dtype=types.fp16)
 
     @mb.program(input_specs=[spec], opset_version=ct.target.iOS17)
