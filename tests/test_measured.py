@@ -205,6 +205,7 @@ NEEDS_PROFILE = [
     ["sweep"],
     ["validate"],
     ["erratum"],
+    ["replay", str(chips.data_dir() / "dumps" / "m3_n4096_d2048.bin")],
 ]
 
 
@@ -219,3 +220,12 @@ def test_m4_without_a_profile_says_so_in_one_line(
     assert cap.out == ""
     assert cap.err.count("\n") == 1
     assert "chip m4 has no profile.json yet" in cap.err
+
+
+def test_calibrate_on_m4_is_one_line_and_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """Three predict-timed figures are not a full fit's data: refused until the prior fit."""
+    before = sorted(p.name for p in M4.rglob("*"))
+    assert main(["calibrate", "--chip", "m4"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.count("\n") == 1 and "m4" in cap.err
+    assert sorted(p.name for p in M4.rglob("*")) == before

@@ -505,3 +505,106 @@ def test_show_prints_each_probe_with_its_time_and_rate(
         "gbps",
     ]
     assert len(text) == 1 + len(rows)
+
+
+# ---------------------------------------------------------------- the Core ML timer, faked
+
+
+class MLNeuralEngineComputeDevice:
+    """Named as coremltools' device classes are: the runner reads the class name."""
+
+
+class MLCPUComputeDevice:
+    pass
+
+
+class _FakeModel:
+    """Core ML's MLModel as the runner uses it: loaded with compute units, predict, compiled."""
+
+    def __init__(self, path: str, compute_units: Any) -> None:
+        if Path(path).name == "k1_x+8.mlpackage":
+            raise RuntimeError("Error compiling model: (simulated)\nsecond line")
+        self.path, self.compute_units, self.calls = path, compute_units, 0
+
+    def predict(self, data: dict[str, Any]) -> dict[str, Any]:
+        assert list(data) == ["x"] and data["x"].dtype.name == "float16"
+        self.calls += 1
+        return {}
+
+    def get_compiled_model_path(self) -> str:
+        return self.path + "c"
+
+
+def _fake_ct(tmp: Path) -> Any:
+    from types import SimpleNamespace
+
+    ct = build.coremltools()
+    return SimpleNamespace(
+        models=SimpleNamespace(MLModel=_FakeModel), ComputeUnit=ct.ComputeUnit, __version__="x"
+    )
+
+
+def _fake_plan(device: type) -> Any:
+    from types import SimpleNamespace
+
+    def op(kind: str, name: str) -> Any:
+        return SimpleNamespace(operator_name=kind, outputs=[SimpleNamespace(name=name)])
+
+    ops = [op("slice_by_size", "in_0"), op("conv", "probe_conv_0"), op("add", "sum_1")]
+    program = SimpleNamespace(
+        functions={"main": SimpleNamespace(block=SimpleNamespace(operations=ops))}
+    )
+
+    class Plan:
+        model_structure = SimpleNamespace(program=program)
+        loaded: list[tuple[str, Any]] = []
+
+        @classmethod
+        def load_from_path(cls, path: str, compute_units: Any) -> Any:
+            cls.loaded.append((path, compute_units))
+            return cls()
+
+        def get_compute_device_usage_for_mlprogram_operation(self, o: Any) -> Any:
+            return SimpleNamespace(preferred_compute_device=device())
+
+    return Plan
+
+
+@pytest.mark.parametrize("device", [MLNeuralEngineComputeDevice, MLCPUComputeDevice])
+def test_the_coreml_timer_loads_with_the_neural_engine_and_reads_the_compute_plan(
+    probe_set: Path, small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device: type
+) -> None:
+    from coremltools.models import compute_plan
+
+    plan = _fake_plan(device)
+    monkeypatch.setattr(compute_plan, "MLComputePlan", plan)
+    ct = _fake_ct(tmp_path)
+    timer = runner.CoreMLTimer(ct)
+    p = manifest.read(probe_set).probes[0]
+    session = timer.load(probe_set / p.file, p)
+    assert session.model.compute_units == ct.ComputeUnit.CPU_AND_NE  # type: ignore[attr-defined]
+    assert session.predict_us() > 0 and session.model.calls == 1  # type: ignore[attr-defined]
+    assert session.devices() == {"probe_conv_0": device.__name__}  # the conv only
+    assert plan.loaded == [(str(probe_set / p.file) + "c", ct.ComputeUnit.CPU_AND_NE)]
+    assert runner._off_ne(session.devices()) == (
+        None if device is MLNeuralEngineComputeDevice else "probe_conv_0 on MLCPUComputeDevice"
+    )
+    about = timer.describe()
+    assert set(about) == {"os", "chip", "machine", "coremltools"} and about["coremltools"] == "x"
+
+
+def test_a_package_core_ml_cannot_load_is_one_line(
+    probe_set: Path,
+    small: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from coremltools.models import compute_plan
+
+    monkeypatch.setattr(compute_plan, "MLComputePlan", _fake_plan(MLNeuralEngineComputeDevice))
+    monkeypatch.setattr(probe_cli, "timer_for", lambda: runner.CoreMLTimer(_fake_ct(tmp_path)))
+    folder = _copy_set(probe_set, tmp_path)
+    assert main(["probe", "run", str(folder), "--chip", str(small), *RUN]) == 2
+    _one_line(capsys, "k1_x+8.mlpackage: Core ML cannot load it", "RuntimeError", "(simulated)")
+    assert not (folder / "measured").exists()

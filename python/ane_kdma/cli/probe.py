@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ane_kdma import chip as chips
+from ane_kdma import progress
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
 from ane_kdma.probe import manifest as manifests
@@ -103,8 +104,8 @@ def run_run(args: argparse.Namespace) -> int:
     target = folder / "measured" / runner.TIMINGS
     if target.exists():  # before an hour of timing, not after
         raise InputError(f"{target} exists; probe run does not overwrite a measurement")
-    say = (lambda _: None) if args.json else common.say
-    outcome = runner.run(folder, m, chip, timer, plan, say)
+    with progress.bar(len(m.probes), "probe run", quiet=args.json) as bar:
+        outcome = runner.run(folder, m, chip, timer, plan, bar.update)
     path = runner.write(folder, outcome)
     if args.json:
         print(json.dumps({"written": str(path), "refused": outcome.refused}))

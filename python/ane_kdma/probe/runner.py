@@ -132,27 +132,29 @@ def run(
     chip: Chip,
     timer: Timer,
     plan: Plan,
-    say: Callable[[str], None] = lambda _: None,
+    tick: Callable[[], None] = lambda: None,
 ) -> Outcome:
-    """Time every probe (module doc); the document is checked by the loader, not yet written."""
+    """Time every probe (module doc); the document is checked by the loader, not yet written.
+
+    `tick` is called once per probe (a progress bar's update)."""
     base = Path(folder)
     plan.check()
     check_set(base, manifest, chip)
     rows, refused, seen = [], {}, {}
-    for i, p in enumerate(manifest.probes, 1):
+    for p in manifest.probes:
         session = timer.load(base / p.file, p)
         devices = session.devices()
         why = _off_ne(devices)
         if why is not None:
             refused[p.name] = why
-            say(f"{p.name}: refused, not on the Neural Engine ({why})")
+            tick()
             continue
         for _ in range(plan.warmup):
-            session.predict_us()
+            _sample(session, p)
         rounds = [[_sample(session, p) for _ in range(plan.per_round)] for _ in range(plan.rounds)]
         rows.append(_row(p, rounds, devices))
         seen[p.name] = devices is not None
-        say(f"[{i}/{len(manifest.probes)}] {p.name}: {rows[-1]['time']['value']:.1f} us")
+        tick()
     if not rows:
         raise InputError(f"{base}: no probe ran on the Neural Engine; nothing written")
     about = timer.describe()
@@ -188,7 +190,10 @@ def run(
 
 
 def _sample(session: Session, p: Probe) -> float:
-    t = session.predict_us()
+    try:
+        t = session.predict_us()
+    except InputError as exc:
+        raise InputError(f"{p.name}: {exc}") from None
     if isinstance(t, bool) or not isinstance(t, int | float) or not np.isfinite(t) or t <= 0:
         raise InputError(f"{p.name}: the timer gave {t!r}, not a time in us")
     return float(t)
@@ -226,31 +231,40 @@ class CoreMLTimer:
         self.ct = ct
 
     def describe(self) -> dict[str, str]:
-        import subprocess
-
-        brand = ""
-        try:
-            brand = subprocess.run(
-                ["sysctl", "-n", "machdep.cpu.brand_string"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            ).stdout.strip()
-        except OSError:
-            pass
+        """The OS, the chip and the Mac's model (not its host name: the file may be shared)."""
         return {
-            "os": f"macOS {platform.mac_ver()[0]}",
-            "chip": brand or platform.machine(),
-            "machine": platform.node() or "a Mac",
+            "os": f"macOS {platform.mac_ver()[0]}".strip(),
+            "chip": _sysctl("machdep.cpu.brand_string") or platform.machine(),
+            "machine": _sysctl("hw.model") or "a Mac",
             "coremltools": str(getattr(self.ct, "__version__", "")),
         }
 
     def load(self, path: Path, probe: Probe) -> Session:
-        model = self.ct.models.MLModel(str(path), compute_units=self.ct.ComputeUnit.CPU_AND_NE)
+        try:
+            model = self.ct.models.MLModel(str(path), compute_units=self.ct.ComputeUnit.CPU_AND_NE)
+        except Exception as exc:  # Core ML's own errors, whatever their class: one line
+            raise InputError(f"{path.name}: Core ML cannot load it ({_first_line(exc)})") from None
         rng = np.random.default_rng(0)
         x = {"x": rng.standard_normal((1, probe.cin, 1, 1)).astype(np.float16)}
         return _CoreMLSession(self.ct, model, x)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:120]}" if text else type(exc).__name__
+
+
+def _sysctl(name: str) -> str:
+    """One sysctl value ("Apple M4", "Mac16,10"); "" where there is none."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["sysctl", "-n", name], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()[:80] if out.returncode == 0 else ""
 
 
 class _CoreMLSession:
@@ -259,7 +273,10 @@ class _CoreMLSession:
 
     def predict_us(self) -> float:
         t0 = time.perf_counter_ns()
-        self.model.predict(self.x)
+        try:
+            self.model.predict(self.x)
+        except Exception as exc:  # as in load: one line, whatever Core ML raised
+            raise InputError(f"a prediction failed ({_first_line(exc)})") from None
         return (time.perf_counter_ns() - t0) / 1e3
 
     def devices(self) -> dict[str, str] | None:
