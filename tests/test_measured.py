@@ -168,6 +168,24 @@ BAD_ROWS = [
         "must be a number",
     ),
     (lambda d: d.update(rows=[]), "rows", "non-empty list"),
+    (_row(1, lambda r: r.update(k=2)), "rows[1].k", "is k, x = (1, 0)"),
+    (_row(0, lambda r: r.update(x=0)), "rows[0].x", "is k, x = (1, -256)"),
+    (  # a split whose parts' payloads are not what Cout x Cin_part gives
+        _row(
+            1,
+            lambda r: r.update(
+                cin_parts=[2048, 2048],
+                task_bytes_per_core={"unit": "B", "values": [520192, 528384]},
+            ),
+        ),
+        "rows[1].task_bytes_per_core.values[0]",
+        "2048 x 2048 fp16 is 524288 B per core",
+    ),
+    (
+        _row(1, lambda r: r.update(cin_parts=[2048, 2047])),
+        "rows[1].cin_parts",
+        "one per task (1), each positive, adding up to Cin = 4096",
+    ),
 ]
 
 
@@ -189,11 +207,18 @@ def test_raw_samples_and_round_medians_load(tmp_path: Path) -> None:
     def edit(d: dict[str, Any]) -> None:
         d["rows"][0]["samples"] = {"unit": "us", "rounds": rounds}
         d["rows"][0]["rounds"] = {"unit": "us", "values": [426.0, 426.0]}
+        d["rows"][0].update(k=1, x=-256, cin_parts=[4096])  # as probe run writes them
+        d["rows"][1].update(
+            cin_parts=[2048, 2048],
+            task_bytes_per_core={"unit": "B", "values": [524288, 524288]},
+        )
 
     folder = _copy(tmp_path, M4, "timings.json", edit)
     row = chips.load(str(folder)).measured.timings.rows[0]  # type: ignore[union-attr]
     assert row.samples == tuple(tuple(r) for r in rounds)
     assert row.rounds == (426.0, 426.0)
+    split = chips.load(str(folder)).measured.timings.rows[1]  # type: ignore[union-attr]
+    assert split.task_bytes == (524288, 524288) and split.bytes_per_core == 1048576
 
 
 # ---------------------------------------------------------------- m4 has no profile yet

@@ -456,6 +456,14 @@ BAD_RUNS = [
     (lambda d: d["rows"][2].update(name="ramp_1of3"), "rows[2].name", "not a probe"),
     (
         lambda d: d["rows"][13]["task_bytes_per_core"].update(values=[131072]),
+        "rows[13].cin_parts",
+        "one per task (1), each positive, adding up to Cin = 512",
+    ),
+    (  # self-consistent, but not the probe the manifest lists: the unsplit weight
+        lambda d: (
+            d["rows"][13].pop("cin_parts"),
+            d["rows"][13]["task_bytes_per_core"].update(values=[131072]),
+        ),
         "rows[13].shape",
         "in 1 parts",
     ),

@@ -722,6 +722,26 @@ def _timings(doc: Doc, chip: Chip) -> Timings:
                 )
         if sum(parts) != size:
             raise tasks.fail(tasks.key("values"), f"parts add up to {sum(parts)} B, not {size} B")
+        if row.has("cin_parts"):  # a split along Cin (probe run writes it): each part's payload
+            cins = row.integers("cin_parts", MAX_PARTS)
+            if len(cins) != len(parts) or sum(cins) != cin or min(cins) < 1:
+                raise row.fail(
+                    row.key("cin_parts"),
+                    f"one per task ({len(parts)}), each positive, adding up to Cin = {cin}",
+                )
+            for i, (c, b) in enumerate(zip(cins, parts, strict=True)):
+                want_b = Weight(c, cout, bits=DTYPE_BITS[dtype]).bytes_per_core(chip.cores)
+                if b != want_b:
+                    raise tasks.fail(
+                        f"{tasks.key('values')}[{i}]",
+                        f"{b} B, but {cout} x {c} {dtype} is {want_b} B per core",
+                    )
+        lap = lap_and_offset(size // chip.line_bytes, chip.ring_lines)
+        for key, value in zip(("k", "x"), lap, strict=True):
+            if row.has(key) and row.integer(key) != value:
+                raise row.fail(
+                    row.key(key), f"{row.raw(key)}, but {size} B per core is k, x = {lap}"
+                )
         least = chip.cores * size / (chip.ceiling_gbps * 1e3)
         time = _figure(row.obj("time"), source(row, src), "us")
         _time_us(row, row.key("time.value"), time.value, chip, size)
