@@ -616,3 +616,13 @@ def test_a_package_core_ml_cannot_load_is_one_line(
     assert main(["probe", "run", str(folder), "--chip", str(small), *RUN]) == 2
     _one_line(capsys, "k1_x+8.mlpackage: Core ML cannot load it", "RuntimeError", "(simulated)")
     assert not (folder / "measured").exists()
+
+
+def test_patch_on_m4_without_a_profile_is_one_line(
+    probe_set: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`patch --chip m4` (a probe package as its input) asks for the profile m4 lacks."""
+    if (chips.chips_dir() / "m4" / "profile.json").exists():
+        pytest.skip("m4 has a profile now")
+    assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 2
+    _one_line(capsys, "chip m4 has no profile.json yet")
