@@ -626,3 +626,25 @@ def test_patch_on_m4_without_a_profile_is_one_line(
         pytest.skip("m4 has a profile now")
     assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 2
     _one_line(capsys, "chip m4 has no profile.json yet")
+
+
+def test_the_hidden_chip_measured_through_the_kit_is_a_chip_folder_awaiting_its_fit(
+    probe_set: Path, small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The closed loop's measuring half: what the calibrate-from-a-prior fit will start from."""
+    base = chips.load(small, profile="m3")
+    out = tmp_path / "syn"
+    synthetic.measure(probe_set, base, HIDDEN, out, runner.Plan(2, 5, 0), seed=3)
+    chip = chips.load(out)
+    assert chip.name == "syn" and chip.fitted is None
+    assert (chip.cores, chip.ring_lines, chip.ceiling_gbps) == (4, 2048, base.ceiling_gbps)
+    t = chip.measured.timings
+    assert t is not None and [r.name for r in t.rows] == [p.name for p in design.design(base, 1)]
+    truth = synthetic.ModelTimer(synthetic.hidden_chip(base, HIDDEN), HIDDEN)
+    for p, r in zip(design.design(base, 1), t.rows, strict=True):
+        expect = truth.task_us(p) + HIDDEN.host_us  # 1% noise, a median of 5 (4 sigma)
+        assert r.time.value == pytest.approx(expect, rel=4 * HIDDEN.noise * 1.2533 / 5**0.5)
+    assert main(["predict", "--bytes-per-core", "65536", "--chip", str(out)]) == 2
+    _one_line(capsys, "chip syn has no profile.json yet")
+    with pytest.raises(InputError, match="not empty"):
+        synthetic.measure(probe_set, base, HIDDEN, out)

@@ -15,15 +15,17 @@ is the other half, which needs the fit against a prior chip).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from ane_kdma import contract
-from ane_kdma.chip import Chip
+from ane_kdma import contract, fileio
+from ane_kdma.chip import CHIP_FILE, MEASURED_DIR, Chip
 from ane_kdma.errors import InputError
 from ane_kdma.plan.planner import workload
+from ane_kdma.probe import manifest, runner
 from ane_kdma.probe.design import Probe
 from ane_kdma.probe.runner import NE_DEVICE
 
@@ -104,3 +106,37 @@ class _ModelSession:
 
     def devices(self) -> dict[str, str] | None:
         return self.plan
+
+
+def measure(
+    set_folder: str | Path,
+    chip: Chip,
+    hidden: Hidden,
+    out: str | Path,
+    plan: runner.Plan | None = None,
+    seed: int = 1,
+) -> Path:
+    """A chip folder for the hidden chip, as a user would assemble it after `probe run`.
+
+    `set_folder` is a probe set made for `chip`'s geometry; the hidden chip
+    (:func:`hidden_chip`) is "measured" through the kit's runner and the
+    result written as `out`/measured/timings.json beside a copy of `chip`'s
+    chip.json named after `out`. No profile: that is calibrate's to fit.
+    """
+    out = Path(out)
+    fileio.check_dir_target(out)
+    if out.exists() and any(out.iterdir()):
+        raise InputError(f"{out} is not empty")
+    truth = hidden_chip(chip, hidden)
+    m = manifest.read(set_folder)
+    outcome = runner.run(
+        set_folder, m, truth, ModelTimer(truth, hidden, seed=seed), plan or runner.Plan()
+    )
+    doc = json.loads((chip.path / CHIP_FILE).read_text())
+    doc.update(
+        name=out.name,
+        label=f"synthetic: {chip.label} with hidden parameters, measured through the probe kit",
+    )
+    fileio.write_set(out, {CHIP_FILE: (json.dumps(doc, indent=1) + "\n").encode()})
+    runner.write(out, outcome)
+    return out / MEASURED_DIR
