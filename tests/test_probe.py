@@ -392,6 +392,7 @@ def test_run_never_overwrites_a_measurement(
         (["--rounds", "0"], "must be positive"),
         (["--per-round", "20000"], "--per-round 20000"),
         (["--warmup", "-1"], "--warmup -1"),
+        (["--rounds", "64", "--per-round", "200"], "would not fit a data file"),
     ],
 )
 def test_run_counts_are_bounded(
@@ -648,3 +649,25 @@ def test_the_hidden_chip_measured_through_the_kit_is_a_chip_folder_awaiting_its_
     _one_line(capsys, "chip syn has no profile.json yet")
     with pytest.raises(InputError, match="not empty"):
         synthetic.measure(probe_set, base, HIDDEN, out)
+
+
+def test_the_largest_run_allowed_still_fits_a_data_file(
+    probe_set: Path, small: Path, tmp_path: Path
+) -> None:
+    """The sample budget (runner.SAMPLE_BYTES) keeps timings.json under the loader's size cap."""
+    from ane_kdma.measured import DATASETS
+    from ane_kdma.schema import MAX_DATA_BYTES, Doc
+
+    folder = _copy_set(probe_set, tmp_path)
+    m = manifest.read(folder)
+    per_probe = MAX_DATA_BYTES // runner.SAMPLE_BYTES // len(m.probes)
+    plan = runner.Plan(2, per_probe // 2, 0)
+    chip = _hidden(small)
+    path = runner.write(
+        folder, runner.run(folder, m, chip, synthetic.ModelTimer(chip, HIDDEN), plan)
+    )
+    assert 0.5 * MAX_DATA_BYTES < path.stat().st_size <= MAX_DATA_BYTES
+    t = DATASETS["timings.json"](Doc.load(path, "timings file"), chip)
+    assert all(len(r.samples) == 2 and len(r.samples[1]) == per_probe // 2 for r in t.rows)
+    with pytest.raises(InputError, match="would not fit a data file"):
+        runner.run(folder, m, chip, synthetic.ModelTimer(chip, HIDDEN), replace(plan, rounds=3))

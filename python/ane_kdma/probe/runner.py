@@ -41,13 +41,14 @@ from ane_kdma.chip import MEASURED_DIR, Chip
 from ane_kdma.errors import InputError
 from ane_kdma.probe.design import Probe
 from ane_kdma.probe.manifest import MANIFEST, Manifest, check_packages
-from ane_kdma.schema import Doc
+from ane_kdma.schema import MAX_DATA_BYTES, Doc
 
 TIMINGS = "timings.json"
 NE_DEVICE = "MLNeuralEngineComputeDevice"
 MAX_ROUNDS = measured_data.MAX_ROUNDS
 MAX_PER_ROUND = measured_data.MAX_SAMPLES
 MAX_WARMUP = 10_000
+SAMPLE_BYTES = 24  # a sample's share of timings.json at most (a float's repr and ", ")
 
 
 class Session(Protocol):
@@ -139,6 +140,12 @@ def run(
     `tick` is called once per probe (a progress bar's update)."""
     base = Path(folder)
     plan.check()
+    samples = len(manifest.probes) * plan.rounds * plan.per_round
+    if samples * SAMPLE_BYTES > MAX_DATA_BYTES:  # checked now, not after an hour of timing
+        raise InputError(
+            f"--rounds x --per-round: {samples} samples over {len(manifest.probes)} probes "
+            f"would not fit a data file (at most {MAX_DATA_BYTES // SAMPLE_BYTES})"
+        )
     check_set(base, manifest, chip)
     rows, refused, seen = [], {}, {}
     for p in manifest.probes:
@@ -217,7 +224,8 @@ def write(folder: str | Path, outcome: Outcome) -> Path:
     target = out / TIMINGS
     if fileio.probe(target, "timings file") is not None:
         raise InputError(f"{target} exists; probe run does not overwrite a measurement")
-    fileio.write_set(out, {TIMINGS: (json.dumps(outcome.doc, indent=1) + "\n").encode()})
+    text = json.dumps(outcome.doc, separators=(",", ":"))  # compact: SAMPLE_BYTES a sample
+    fileio.write_set(out, {TIMINGS: (text + "\n").encode()})
     return target
 
 
