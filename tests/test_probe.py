@@ -144,7 +144,11 @@ def test_make_writes_the_packages_its_manifest_lists(probe_set: Path, small: Pat
 
 
 def test_make_refuses_a_non_empty_out_and_leaves_it_alone(
-    probe_set: Path, small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    probe_set: Path,
+    small: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -160,6 +164,9 @@ def test_make_refuses_a_non_empty_out_and_leaves_it_alone(
     _one_line(capsys, "no such folder")
     assert main(["probe", "make", "--out", str(tmp_path / "s"), "--laps", "9"]) == 2
     _one_line(capsys, "--laps 9")
+    monkeypatch.chdir(tmp_path)
+    assert main(["probe", "make", "--out", "-", "--chip", str(small)]) == 2
+    _one_line(capsys, "--out -: probe make writes a folder")
     assert sorted(e.name for e in tmp_path.iterdir()) == ["file", "out"]
 
 

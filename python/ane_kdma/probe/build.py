@@ -62,7 +62,9 @@ def coremltools() -> Any:
 
 
 def check_out(out: Path) -> None:
-    """OUT must be new or an empty folder, in a folder that exists."""
+    """OUT must be new or an empty folder, in a folder that exists (``-`` is no folder)."""
+    if str(out) == "-":
+        raise InputError("--out -: probe make writes a folder of packages, not standard output")
     try:
         st = os.lstat(out)
     except FileNotFoundError:
