@@ -205,17 +205,19 @@ def _edit_manifest(folder: Path, edit: Any) -> None:
     path.write_text(json.dumps(doc))
 
 
-def _shape(i: int, cin: int) -> Any:
-    def edit(d: dict[str, Any]) -> None:
-        p = d["probes"][i]
-        p["shape"]["cin"] = cin
-        p["cin_parts"] = [cin]
-
-    return edit
+def _as_ramp_1of4(d: dict[str, Any]) -> None:
+    """ramp_1of8's entry made self-consistent for 512 x 128: its package still holds 512 x 64."""
+    p = d["probes"][1]
+    p["shape"]["cin"], p["cin_parts"] = 128, [128]
+    p["bytes_per_core"], p["task_bytes_per_core"], p["x"] = 32768, [32768], 512
 
 
 BAD_SETS = [
-    (lambda f: _edit_manifest(f, _shape(1, 65)), "probes[1].file", "holds convolutions 512x64"),
+    (
+        lambda f: _edit_manifest(f, _as_ramp_1of4),
+        "probes[1].file",
+        "holds convolutions 512x64 (Cout x Cin), the manifest lists 512x128",
+    ),
     (lambda f: shutil.rmtree(f / "k1_x+0.mlpackage"), "probes[8].file", "not in the folder"),
     (
         lambda f: shutil.copytree(f / "tiny.mlpackage", f / "other.mlpackage"),
@@ -238,6 +240,19 @@ BAD_SETS = [
         "add up to Cin",
     ),
     (lambda f: (f / manifest.MANIFEST).unlink(), "manifest", "missing"),
+    (
+        lambda f: _edit_manifest(
+            f,
+            lambda d: d["probes"][14].update(task_bytes_per_core=[65536, 32768, 16384, 16384]),
+        ),
+        "probes[14].task_bytes_per_core[0]",
+        "512 x 128 fp16 is 32768 B per core on 4 cores",
+    ),
+    (
+        lambda f: _edit_manifest(f, lambda d: d["probes"][8].update(x=8)),
+        "probes[8].x",
+        "k, x = 1, 8",
+    ),
 ]
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import is_dir
+from ane_kdma.hw import lap_and_offset
+from ane_kdma.plan.weight import Weight
 from ane_kdma.probe.design import MAX_LAPS, PURPOSES, Probe
 from ane_kdma.schema import Doc
 
@@ -110,8 +112,17 @@ def read(folder: str | Path) -> Manifest:
                 p.key("task_bytes_per_core"),
                 f"one per part ({len(parts)}), adding up to {size} B",
             )
+        for j, (c, b) in enumerate(zip(parts, tasks, strict=True)):
+            want = Weight(c, cout).bytes_per_core(cores)  # the planner's, on the set's cores
+            if b != want:
+                raise p.fail(
+                    f"{p.key('task_bytes_per_core')}[{j}]",
+                    f"{b} B, but {cout} x {c} fp16 is {want} B per core on {cores} cores",
+                )
         k = p.integer("k", 0, MAX_LAPS + 1)
         x = p.integer("x", -ring // 2, ring // 2)
+        if size % line_bytes or (k, x) != lap_and_offset(size // line_bytes, ring):
+            raise p.fail(p.key("x"), f"k, x = {k}, {x} is not where {size} B per core lies")
         purpose = p.string("purpose")
         if purpose not in PURPOSES:
             raise p.fail(p.key("purpose"), f"one of {', '.join(PURPOSES)}")
