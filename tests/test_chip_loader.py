@@ -311,7 +311,8 @@ def test_a_folder_is_read_by_name_whatever_else_it_holds(tmp_path: Path) -> None
         (folder / "measured" / f"junk{i}.json").write_text("{")
     (folder / "measured" / "big.bin").write_bytes(b"\0" * (8 << 20))
     chip = chips.load(folder)
-    assert [p.name for p in chip.measured.files] == list(measured.DATASETS)
+    bundled = [name for name in measured.DATASETS if (M3 / "measured" / name).is_file()]
+    assert [p.name for p in chip.measured.files] == bundled
 
 
 def test_a_data_file_is_bounded_in_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,6 +46,7 @@ def chip8(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "chip.json").write_text(json.dumps(doc))
     facts = {
         "dataset": "point_facts",
+        "method": "ane-task",
         "source": SOURCE,
         "facts": {
             "notch_point": _point(1024, 4096, None, 9.5),

@@ -137,7 +137,9 @@ def one_core_chip(tmp_path_factory: pytest.TempPathFactory) -> chips.Chip:
 
     facts = {"notch_point": point(128, None, 1.0), "shoulder_point": point(126, -256, 3.0)}
     (folder / "measured" / "point_facts.json").write_text(
-        json.dumps({"dataset": "point_facts", "source": source, "facts": facts})
+        json.dumps(
+            {"dataset": "point_facts", "method": "ane-task", "source": source, "facts": facts}
+        )
     )
     return chips.load(str(folder))
 

@@ -29,6 +29,22 @@ command could use stops here, in the loader every command shares:
 * R² lies in [0, 1]; a core count in 1 .. the chip's cores;
 * a list holds at most 64 values (:data:`ane_kdma.schema.MAX_LIST`).
 
+How each file was measured. Every file states its ``method``, one of
+:data:`METHODS`: an ANE task time (the article's tables: the task alone, from
+the engine's own clock) or a Core ML prediction timed from the host (a model
+author's measurement: the framework's per-call overhead is in every figure).
+The two are not the same quantity, so a file that does not say which it holds
+is refused, in one line naming the file and the field; the method of each file
+is kept in :attr:`Measurements.methods` for the analyses to account for it.
+
+Timed convolutions (``timings.json``): rows of one fp16 1x1 convolution each,
+Cout x Cin, possibly cut into several convolutions (a split variant), with the
+per-core bytes of each part as the planner computes them
+(:meth:`ane_kdma.plan.weight.Weight.bytes_per_core`), a median time and,
+where the file was written by ``ane-kdma probe run``, each round's median
+and the raw samples. The M4's published figures and the probe kit's output
+are both read here.
+
 Adding a dataset (a Table B, a Table C): a reader of its file in ``DATASETS``
 and a field in :class:`Measurements`; its figures go through the same kind
 readers (:func:`_figure`, :func:`_gbps`, :func:`_size`, :func:`_time_us`), so
@@ -49,18 +65,30 @@ import numpy as np
 from ane_kdma import fileio
 from ane_kdma.contract import MAX_TASKS
 from ane_kdma.hw import ADDR_BITS, lap_and_offset
-from ane_kdma.schema import Doc, Source, source
+from ane_kdma.schema import MAX_LIST, Doc, Source, source
 
 if TYPE_CHECKING:
     from ane_kdma.chip import Chip
 
-__all__ = ["DATASETS", "Figure", "Measurements", "Source", "load"]
+__all__ = ["DATASETS", "METHODS", "Figure", "Measurements", "Source", "TimedRow", "Timings", "load"]
 
 MAX_BYTES = (1 << ADDR_BITS) - 1  # the 32-bit size register
 MAX_TIME_US = 1e9  # a quarter of an hour: far longer than any task the size register allows
 MAX_SLOPE_US = 1e6  # µs per line per lap
 MAX_SPAN_MIB = float(1 << 20)  # an address span in MiB: a TiB
 MAX_SPEEDUP = 1e3  # a ratio of two throughputs, each at most the ceiling
+MAX_ROUNDS = 64  # rounds of predictions behind one timed row
+MAX_SAMPLES = 10_000  # predictions timed in one round
+MAX_PARTS = 16  # convolutions one timed weight is cut into
+
+#: how a file's figures were measured (its ``method`` field), and what that means for the model
+METHODS: dict[str, str] = {
+    "ane-task": "ANE task time: the task alone, as the engine runs it, no host overhead",
+    "coreml-predict": (
+        "a Core ML prediction timed from the host: the framework's per-call overhead is in "
+        "every figure"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -258,6 +286,40 @@ class TableC:
 
 
 @dataclass(frozen=True)
+class TimedRow:
+    """One timed weight: Cout x Cin (fp16, 1x1), as one convolution or cut into several."""
+
+    name: str
+    cout: int
+    cin: int
+    dtype: str
+    bytes_per_core: int  # the whole weight's payload on each core
+    task_bytes: tuple[int, ...]  # each convolution's payload on each core, in issue order
+    time: Figure  # µs, the statistic the file's conditions name (a median)
+    rounds: tuple[float, ...] = ()  # each round's median, µs, where the file has them
+    samples: tuple[tuple[float, ...], ...] = ()  # every timed prediction, µs, round by round
+    purpose: str = ""
+
+    @property
+    def shape(self) -> str:
+        """Cout x Cin, as the source tables write it (``plan --shape`` takes Cin x Cout)."""
+        return f"{self.cout}x{self.cin}"
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Timed convolutions (``timings.json``): how they were timed, where, and the rows."""
+
+    method: str
+    rows: tuple[TimedRow, ...]
+    conditions: dict[str, str]
+    source: Source
+
+    def row(self, name: str) -> TimedRow | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+
+@dataclass(frozen=True)
 class Measurements:
     geo: Chip  # the chip whose cores and lines the figures spread over
     table_a: TableA | None
@@ -266,12 +328,14 @@ class Measurements:
     files: tuple[Path, ...]
     table_b: TableB | None = None
     table_c: TableC | None = None
+    timings: Timings | None = None
+    methods: dict[str, str] = field(default_factory=dict)  # file name -> METHODS key
 
     def has(self, *names: str) -> bool:
         """True when every named fact (or a dataset: "table_a", "table_b", "table_c",
-        "platform") is present."""
+        "platform", "timings") is present."""
         for name in names:
-            if name in ("table_a", "table_b", "table_c", "platform"):
+            if name in ("table_a", "table_b", "table_c", "platform", "timings"):
                 if getattr(self, name) is None:
                     return False
             elif getattr(self.facts, name) is None:
@@ -575,6 +639,141 @@ def _table_c(doc: Doc, chip: Chip) -> TableC:
     return TableC(d, n, size, tuple(rows), src)
 
 
+def _conditions(doc: Doc) -> dict[str, str]:
+    """Free-text conditions (machine, OS, statistic); numbers are kept as their text."""
+    cond = doc.optional("conditions")
+    if cond is None:
+        return {}
+    if len(cond.data) > MAX_LIST:
+        raise cond.fail(cond.where, f"{len(cond.data)} entries, at most {MAX_LIST}")
+    out = {}
+    for key, value in cond.data.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise cond.fail(cond.key(key), "must be a string or a number")
+        out[key] = str(value)
+    return out
+
+
+def _samples(row: Doc, chip: Chip, least_us: float) -> tuple[tuple[float, ...], ...]:
+    """Raw samples, round by round: each a time no faster than the ceiling allows."""
+    sub = row.obj("samples")
+    if sub.string("unit") != "us":
+        raise sub.fail(sub.key("unit"), "samples must be in us")
+    value = sub.raw("rounds")
+    if not isinstance(value, list) or not value:
+        raise sub.fail(sub.key("rounds"), "must be a non-empty list of lists")
+    if len(value) > MAX_ROUNDS:
+        raise sub.fail(sub.key("rounds"), f"{len(value)} rounds, at most {MAX_ROUNDS}")
+    rounds = []
+    for i, r in enumerate(value):
+        key = sub.key(f"rounds[{i}]")
+        if not isinstance(r, list) or not r:
+            raise sub.fail(key, "must be a non-empty list of times")
+        if len(r) > MAX_SAMPLES:
+            raise sub.fail(key, f"{len(r)} samples, at most {MAX_SAMPLES}")
+        vals = []
+        for j, v in enumerate(r):
+            t = sub._check_number(v, f"{key}[{j}]", None, None, False)
+            if not least_us <= t <= MAX_TIME_US:
+                raise sub.fail(f"{key}[{j}]", f"{t:g} us outside {least_us:.4g}..{MAX_TIME_US:g}")
+            vals.append(t)
+        rounds.append(tuple(vals))
+    return tuple(rounds)
+
+
+def _timings(doc: Doc, chip: Chip) -> Timings:
+    """Timed convolutions: shapes, per-core bytes (checked against the planner), times."""
+    from ane_kdma.plan.weight import DTYPE_BITS, Weight  # the planner imports this module's chip
+
+    src = source(doc)
+    names: set[str] = set()
+    rows = []
+    for row in doc.objects("rows"):
+        name = row.string("name")
+        if len(name) > 80 or not name.isprintable():
+            raise row.fail(row.key("name"), "at most 80 printable characters")
+        if name in names:
+            raise row.fail(row.key("name"), f"{name!r} given twice")
+        names.add(name)
+        shape = row.obj("shape")
+        cout = shape.integer("cout", 1, MAX_BYTES)
+        cin = shape.integer("cin", 1, MAX_BYTES)
+        dtype = row.string("dtype")
+        if dtype not in DTYPE_BITS:
+            raise row.fail(
+                row.key("dtype"), f"{dtype[:20]!r} is not one of {', '.join(DTYPE_BITS)}"
+            )
+        weight = Weight(cin, cout, bits=DTYPE_BITS[dtype])
+        size = _size(row, "bytes_per_core")
+        want = weight.bytes_per_core(chip.cores)
+        if size != want:
+            raise row.fail(
+                row.key("bytes_per_core.value"),
+                f"{size} B, but {cout} x {cin} {dtype} is {want} B per core on {chip.cores} cores",
+            )
+        tasks = row.obj("task_bytes_per_core")
+        _unit(tasks, "B")
+        parts = tasks.integers("values", MAX_PARTS)
+        for i, b in enumerate(parts):
+            if not 1 <= b <= MAX_BYTES or b % chip.line_bytes:
+                raise tasks.fail(
+                    f"{tasks.key('values')}[{i}]",
+                    f"{b} B is not whole {chip.line_bytes}-B lines within the size register",
+                )
+        if sum(parts) != size:
+            raise tasks.fail(tasks.key("values"), f"parts add up to {sum(parts)} B, not {size} B")
+        if row.has("cin_parts"):  # a split along Cin (probe run writes it): each part's payload
+            cins = row.integers("cin_parts", MAX_PARTS)
+            if len(cins) != len(parts) or sum(cins) != cin or min(cins) < 1:
+                raise row.fail(
+                    row.key("cin_parts"),
+                    f"one per task ({len(parts)}), each positive, adding up to Cin = {cin}",
+                )
+            for i, (c, b) in enumerate(zip(cins, parts, strict=True)):
+                want_b = Weight(c, cout, bits=DTYPE_BITS[dtype]).bytes_per_core(chip.cores)
+                if b != want_b:
+                    raise tasks.fail(
+                        f"{tasks.key('values')}[{i}]",
+                        f"{b} B, but {cout} x {c} {dtype} is {want_b} B per core",
+                    )
+        lap = lap_and_offset(size // chip.line_bytes, chip.ring_lines)
+        for key, value in zip(("k", "x"), lap, strict=True):
+            if row.has(key) and row.integer(key) != value:
+                raise row.fail(
+                    row.key(key), f"{row.raw(key)}, but {size} B per core is k, x = {lap}"
+                )
+        least = chip.cores * size / (chip.ceiling_gbps * 1e3)
+        time = _figure(row.obj("time"), source(row, src), "us")
+        _time_us(row, row.key("time.value"), time.value, chip, size)
+        rounds: tuple[float, ...] = ()
+        if (r := row.optional("rounds")) is not None:
+            if r.string("unit") != "us":
+                raise r.fail(r.key("unit"), "round medians must be in us")
+            rounds = tuple(r.numbers("values", MAX_ROUNDS))
+            for i, v in enumerate(rounds):
+                _time_us(r, f"{r.key('values')}[{i}]", v, chip, size)
+        samples = _samples(row, chip, least) if row.has("samples") else ()
+        if rounds and samples and len(rounds) != len(samples):
+            raise row.fail(
+                row.key("samples.rounds"), f"{len(samples)} rounds, {len(rounds)} medians"
+            )
+        rows.append(
+            TimedRow(
+                name,
+                cout,
+                cin,
+                dtype,
+                size,
+                tuple(parts),
+                time,
+                rounds,
+                samples,
+                row.string("purpose", ""),
+            )
+        )
+    return Timings(doc.string("method"), tuple(rows), _conditions(doc), src)
+
+
 #: every dataset a chip may bring: its file in measured/ and its reader
 DATASETS: dict[str, Callable[[Doc, Chip], Any]] = {
     "table_a.json": _table_a,
@@ -582,6 +781,7 @@ DATASETS: dict[str, Callable[[Doc, Chip], Any]] = {
     "platform.json": _platform,
     "table_b.json": _table_b,
     "table_c.json": _table_c,
+    "timings.json": _timings,
 }
 FILES = tuple(DATASETS)
 
@@ -590,10 +790,13 @@ def load(directory: str | Path, chip: Chip) -> Measurements:
     """Every dataset present in `directory` (a chip's measured/ folder); each file optional."""
     base = Path(directory)
     read: dict[str, Any] = {}
+    methods: dict[str, str] = {}
     for name, reader in DATASETS.items():
         path = base / name
         if fileio.probe(path, "measured data file") is not None:  # a folder or a FIFO: refused
-            read[name] = reader(Doc.load(path, "measured data file"), chip)
+            doc = Doc.load(path, "measured data file")
+            methods[name] = method(doc)
+            read[name] = reader(doc, chip)
     return Measurements(
         geo=chip,
         table_a=read.get("table_a.json"),
@@ -601,5 +804,18 @@ def load(directory: str | Path, chip: Chip) -> Measurements:
         platform=read.get("platform.json"),
         table_b=read.get("table_b.json"),
         table_c=read.get("table_c.json"),
+        timings=read.get("timings.json"),
         files=tuple(base / name for name in DATASETS if name in read),
+        methods=methods,
     )
+
+
+def method(doc: Doc) -> str:
+    """A file's ``method``: required, one of :data:`METHODS` (the figures mean different things)."""
+    if not doc.has("method"):
+        raise doc.fail("method", f"missing (how the figures were measured: {', '.join(METHODS)})")
+    value = doc.raw("method")
+    if not isinstance(value, str) or value not in METHODS:
+        shown = value[:40] if isinstance(value, str) else type(value).__name__
+        raise doc.fail("method", f"{shown!r} is not one of {', '.join(METHODS)}")
+    return value

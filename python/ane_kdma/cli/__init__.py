@@ -31,6 +31,7 @@ COMMAND_NAMES = (
     "calibrate",
     "dump",
     "bench",
+    "probe",
 )
 
 
