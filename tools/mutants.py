@@ -14,7 +14,8 @@ cached builds) and must pass, so that a kill means the mutation was seen.
     python tools/mutants.py --sim verilator          # all mutants, 2 at a time
     python tools/mutants.py --only credit_clamp_removed --keep
 
-Exit status: 0 when every mutant is caught, 1 otherwise, 2 on a setup error.
+Exit status: 0 when every mutant is caught, 1 otherwise, 2 on a setup error (a mutant
+that no longer applies, or the plan failing on an unmodified build).
 """
 
 from __future__ import annotations
@@ -484,14 +485,18 @@ def run_one(r: Run, args: argparse.Namespace, scratch: Path) -> Outcome:
     return Outcome(r, True, check, detail, seconds)
 
 
-def _baseline(args: argparse.Namespace, scratch: Path, runs: list[Run]) -> None:
-    """The plan on the unmodified RTL (normal cached builds) must pass."""
-    for mode, cores in sorted({(r.mode, r.mutant.cores) for r in runs}):
-        t0 = time.time()
-        tdir = scratch / f"baseline-{mode}-{cores}"
-        p = _params(mode, cores)
+def _baseline(args: argparse.Namespace, scratch: Path, mode: str, cores: int) -> str:
+    """The plan on one unmodified build (the normal cached build); "" if it passed, else why."""
+    t0 = time.time()
+    tdir = scratch / f"baseline-{mode}-{cores}"
+    p = _params(mode, cores)
+    try:
         run(args.sim, TOP, p, TEST_MODULE, _case(cores), extra_env=_env(args, cores), test_dir=tdir)
-        print(f"baseline {mode:<7} x{cores:<2} passed ({time.time() - t0:.0f} s)")
+    except (AssertionError, RuntimeError, SystemExit) as exc:  # sim.run: AssertionError
+        print(f"baseline {mode:<7} x{cores:<2} FAILED ({time.time() - t0:.0f} s)", flush=True)
+        return f"the plan fails on the unmodified {mode} x{cores} build ({exc}; see {tdir})"
+    print(f"baseline {mode:<7} x{cores:<2} passed ({time.time() - t0:.0f} s)", flush=True)
+    return ""
 
 
 def _table(outcomes: list[Outcome], markdown: bool) -> str:
@@ -622,11 +627,21 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="kdma-mutants-"))
     print(f"{len(mutants)} mutants, {len(runs)} runs on {args.sim}, seed {args.seed}; {scratch}")
     outcomes: list[Outcome] = []
+    failed_baselines: list[str] = []
     try:
-        if not args.no_baseline:
-            _baseline(args, scratch, runs)
+        # One pool for the baselines and the mutants, the 16-core ones first (the longest), so
+        # no worker idles while a baseline runs alone; a failed baseline voids every kill.
+        builds = sorted({(r.mode, r.mutant.cores) for r in runs}, key=lambda b: (-b[1], b[0]))
+        order = sorted(runs, key=lambda r: -r.mutant.cores)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = [pool.submit(run_one, r, args, scratch) for r in runs]
+            base = (
+                []
+                if args.no_baseline
+                else [pool.submit(_baseline, args, scratch, *b) for b in builds]
+            )
+            submitted = {r.key: pool.submit(run_one, r, args, scratch) for r in order}
+            futures = [submitted[r.key] for r in runs]
+            failed_baselines = [why for why in (f.result() for f in base) if why]
             for f in futures:
                 o = f.result()
                 outcomes.append(o)
@@ -637,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kept {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
+    if failed_baselines:
+        for why in failed_baselines:
+            print(f"mutants: {why}", file=sys.stderr)
+        return 2
     killed = sum(o.caught for o in outcomes)
     print()
     print(_table(outcomes, args.markdown))
