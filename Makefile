@@ -62,9 +62,10 @@ lint: $(SIM_ENV) $(VENV)/.extra-dev
 	$(VENV)/bin/ruff check python tests tb tools
 	$(VENV)/bin/mypy  # python/ane_kdma, configured in pyproject.toml [tool.mypy]
 
-# Deliberate one-line RTL bugs; every one must be caught (not part of CI).
+# Deliberate one-line RTL bugs; every one must be caught (.ci/run runs it on Verilator).
+# MUTANTS_ARGS=--doc docs/mutants.md writes the table into the docs.
 mutants: $(TEST_ENV)
-	$(PY) tools/mutants.py --sim $(SIM)
+	$(PY) tools/mutants.py --sim $(SIM) $(MUTANTS_ARGS)
 
 # Speed and memory figures of every engine, printed (not asserted); docs/speed.md.
 bench: $(SIM_ENV)

@@ -126,3 +126,17 @@ def test_a_cheap_run_catches_the_mutant(key: str, tmp_path: Path) -> None:
     outcome = mutants.run_one(mutants.Run(m, mode), args, tmp_path)
     assert outcome.caught, (outcome.check, outcome.detail)
     assert outcome.check in ("rtl-assertion", "scoreboard:cycles"), outcome.detail
+
+
+@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+def test_the_docs_table_lists_every_current_mutant_and_build(sim: str) -> None:
+    """docs/mutants.md's generated table is of today's mutants: one row per mutant and build."""
+    text = (REPO / "docs" / "mutants.md").read_text()
+    begin, end = mutants.doc_markers(sim)
+    assert text.count(begin) == 1 and text.count(end) == 1, f"no {sim} table section"
+    section = text[text.index(begin) : text.index(end)]
+    rows = re.findall(r"^\| (\w+) \| (\w+)( x\d+)? \| (yes|NO) \|", section, re.M)
+    listed = sorted(f"{name}@{build}" for name, build, _, _ in rows)
+    current = sorted(r.key for m in mutants.MUTANTS for r in m.runs())
+    assert listed == current, "regenerate: make mutants MUTANTS_ARGS='--doc docs/mutants.md'"
+    assert "kill rate" in section

@@ -124,9 +124,22 @@ class KdmaSeq(uvm_sequence):
 
 
 def warmed(s: cm.Settings, lines: int) -> cm.Settings:
-    """`s` with the demand path's warm-up on: its length (1..12 949 starved lines) and extra
-    latency (1..97 cycles) follow from the size, so the run's random stream is not drawn."""
-    return replace(s, dwarm_lines=1 + lines % 997 * 13, dwarm_extra_cycles=1 + lines % 97)
+    """`s` with the demand path's warm-up on: its length and extra latency (1..97 cycles)
+    follow from the size, so the run's random stream is not drawn.
+
+    The length is a whole number of demand windows (about 1..13 000 starved lines). A starved
+    stream goes out in waves of `window` lines, each wave waiting for the one before it to
+    drain, so the warm-up's last line decides the counters only where it ends a wave: there
+    one line more under the warm-up delays the whole next wave by the extra latency, and one
+    line fewer advances it. Off a wave's end the next line issues within the same wave and
+    the shift is lost in the in-order drain (on the signed reading, starved only at a whole
+    number of laps, the cycle model shows no change for any length it drew before).
+    """
+    return replace(
+        s,
+        dwarm_lines=s.window * -(-(1 + lines % 997 * 13) // s.window),
+        dwarm_extra_cycles=1 + lines % 97,
+    )
 
 
 class NotchSeq(KdmaSeq):
