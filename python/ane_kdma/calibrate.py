@@ -68,6 +68,7 @@ from ane_kdma.profile import (
     MAX_LATENCY_CYCLES,
     MAX_WARM_LINES,
     Profile,
+    Settings,
 )
 from ane_kdma.validate import specs as vspecs
 from ane_kdma.validate.specs import SLOPE_R2, SLOPE_X
@@ -1136,6 +1137,20 @@ ANALYTIC_TOL = 0.02  # the analytic engine's stated accuracy on progress-depende
 WARM_CYCLES = 2
 
 
+def static_slack(settings: Settings) -> int:
+    """Cycles the analytic engine may miss a static reading by, as it states its accuracy.
+
+    Exact without the governor; with it, the fluid token costs are within a cycle per
+    rate step (:func:`ane_kdma.analytic.static_ramp_cycles`; tests/test_analytic.py holds
+    exactness only without a ramp); with the demand warm-up, within WARM_CYCLES.
+    Why not 0 for every ramp: a fitted paged x ramp profile lands 1 cycle off at two of
+    its 22 sizes (a one-step ramp), and calibrate refused a valid pair on it.
+    """
+    steps = len(analytic.phases(settings)) - 1
+    warm = WARM_CYCLES if settings.dwarm else 0
+    return max(steps, warm)
+
+
 @contract.takes_jobs
 def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
     """The fits in validate's order (:func:`ane_kdma.validate.rank_key`: its counted rows on
@@ -1340,9 +1355,9 @@ def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements)
 def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
     """The fitted sizes on one core in every mode: the analytic engine beside the exact one.
 
-    Static readings must agree to the cycle (within WARM_CYCLES with the demand
-    warm-up on); the paged reading's closed form is an approximation within
-    ANALYTIC_TOL. ``ok`` says whether both held.
+    Static readings must agree within :func:`static_slack` cycles (to the cycle without
+    the governor); a progress-dependent reading's closed form is an approximation within
+    ANALYTIC_TOL. ``ok`` says whether both held; ``misses`` says where not.
     """
     prob = problem(chip, chip.measured)
     fitted = chip.with_profile(cal.profile)
@@ -1350,7 +1365,6 @@ def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
     lines = sorted({t.lines for t in prob.targets} | {b.lines for b in prob.bounds})
     loads = [Workload.from_size(n * lb, 1, 1, lb) for n in lines]
     per_mode: dict[str, float] = {}
-    ok = True
     if not mechs.get(cal.profile.mechanism).closed_form:
         return {
             "sizes": len(lines),
@@ -1359,21 +1373,26 @@ def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
             "ok": True,
             "skipped": f"the analytic engine has no closed form for {cal.profile.mechanism}",
         }
+    slack = static_slack(fitted.settings)
+    misses: list[str] = []
     for h in hyps.registry():
         exact = [r.cycles for r in contract.run_many(exact_engine(), h, fitted, loads)]
         fast = [r.cycles for r in contract.run_many("analytic", h, fitted, loads)]
         diff = max(abs(a - b) / a for a, b in zip(exact, fast, strict=True))
         per_mode[h.name] = diff
-        if h.static:  # to the cycle; with the demand warm-up, within its closed form's cycles
-            slack = WARM_CYCLES if cal.profile.dwarm_lines else 0
-            ok = ok and all(abs(a - b) <= slack for a, b in zip(exact, fast, strict=True))
-        else:
-            ok = ok and diff <= ANALYTIC_TOL
+        if h.static:  # to the cycle, or within a cycle per governor step (static_slack)
+            worst = max(abs(a - b) for a, b in zip(exact, fast, strict=True))
+            if worst > slack:
+                misses.append(f"{h.name} by {worst:g} cycles (stated: {slack})")
+        elif diff > ANALYTIC_TOL:
+            misses.append(f"{h.name} by {diff:.1%} (stated: {ANALYTIC_TOL:.0%})")
     return {
         "sizes": len(lines),
         "modes": per_mode,
         "max_rel_diff": max(per_mode.values()),
-        "ok": ok,
+        "static_slack_cycles": slack,
+        "misses": misses,
+        "ok": not misses,
     }
 
 
