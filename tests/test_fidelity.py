@@ -11,7 +11,7 @@ import json
 import random
 import shutil
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from ane_kdma import chip as chips
 from ane_kdma import contract, validate
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
+from ane_kdma import mechanisms as mechs
 from ane_kdma.cli import main
 from ane_kdma.hw import RATE_ONE
 
@@ -140,35 +141,19 @@ def test_a_row_without_its_field_is_one_line(
 
 
 def _dwin_settings(rng: random.Random, agg: int) -> cm.Settings:
-    """Random settings with the demand window growing or the demand path warming up, or both
-    (and, half the time, the governor)."""
-    rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
-    window = rng.randrange(2, 200)
-    kw: dict[str, int] = {}
-    if rng.random() < 0.5:
-        kw.update(
-            ramp_start_q16=rng.randrange(1, rate + 1),
-            ramp_step_lines=rng.randrange(1, 300),
-            ramp_inc_q16=rng.randrange(1, 8000),
-        )
-    # small counts (many changes in a job) and, half the time, large ones (a few: the shortcuts
-    # jump between them), from a generator of their own (the rest of the job stays as it was)
-    own = random.Random(repr(rng.getstate()))
-    if rng.random() < 0.7:  # the demand window that grows
-        kw.update(dwin_start_lines=rng.randrange(1, window), dwin_step_lines=rng.randrange(1, 60))
-        if own.random() < 0.5:
-            kw["dwin_step_lines"] = own.randrange(60, 2000)
-    if "dwin_start_lines" not in kw or rng.random() < 0.4:  # the demand path's warm-up
-        kw.update(dwarm_lines=rng.randrange(1, 3000), dwarm_extra_cycles=rng.randrange(1, 200))
-        if own.random() < 0.5:
-            kw["dwarm_lines"] = own.randrange(3000, 20000)
-    return cm.Settings(
-        latency=rng.randrange(1, 300),
-        window=window,
-        core_rate_q16=rate,
-        agg_rate_q16=agg,
-        **kw,
-    )
+    """Random settings with a starved-stream mechanism on (the demand window growing, the
+    demand path warming up, or both), drawn from the registry (mechanisms.draw_settings)."""
+    base = {
+        "latency": rng.randrange(1, 300),
+        "window": rng.randrange(2, 200),
+        "core_rate_q16": rng.randrange(RATE_ONE // 10, RATE_ONE + 1),
+        "agg_rate_q16": agg,
+    }
+    starved = tuple(m.name for m in mechs.REGISTRY if m.starved)
+    while True:
+        s = cm.Settings(**base, **mechs.draw_settings(rng, base, starved, p=0.6))
+        if any(mechs.get(n).active(asdict(s)) for n in starved):
+            return s
 
 
 def _counters(r: cm.ModelResult) -> list:

@@ -69,6 +69,38 @@ GREEDY = {"latency_cycles": 64, "window_lines": 1024}  # every core wants a line
 EPS = 1e-9
 
 
+@dataclass(frozen=True)
+class Bands:
+    """Validate's bands as one typed value, for whoever judges against the same figures
+    (calibrate's problem takes it, so its objective moves with validate's rows)."""
+
+    table_a: float  # relative, each Table A median
+    table_b: float  # relative, each Table B figure and speedup
+    table_c: float  # relative, each Table C row
+    point: float  # relative, the D = 2016 and D = 2048 points
+    nominal: float  # relative, widening the stated nominal range at both ends
+    floor_slack_gbps: float  # absolute, above the stated floor's top
+    slope: float  # relative, the V's slope per lap, each lap and side
+    slope_r2: float  # each arm straight, at least this R^2
+    slope_x: int  # near the notch: |x| <= this many lines
+
+
+def bands() -> Bands:
+    """The bands as this module states them, read when called (a moved band moves every
+    judge that asks)."""
+    return Bands(
+        table_a=TABLE_A_TOL,
+        table_b=TABLE_B_TOL,
+        table_c=TABLE_C_TOL,
+        point=POINT_TOL,
+        nominal=NOMINAL_TOL,
+        floor_slack_gbps=FLOOR_SLACK_GBPS,
+        slope=SLOPE_TOL,
+        slope_r2=SLOPE_R2,
+        slope_x=SLOPE_X,
+    )
+
+
 @dataclass
 class Row:
     dataset: str
