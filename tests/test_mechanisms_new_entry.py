@@ -98,7 +98,7 @@ def test_a_new_mechanism_reaches_calibrate_validate_and_predict(tmp_path: Path) 
     doc = json.loads(val.stdout)
     assert doc["rows"], "validate judged nothing"
 
-    pred = _cli(root, "predict", "--chip", str(chip), "--bytes-per-core", "1MiB", "--json")
+    pred = _cli(root, "predict", "--chip", str(chip), "--bytes-per-core", str(1 << 20), "--json")
     assert pred.returncode == 0, pred.stderr
     out = json.loads(pred.stdout)
     assert out["time_us"] > 0 and out["lines_per_core"] == 0x4000
