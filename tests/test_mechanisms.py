@@ -162,3 +162,21 @@ def test_a_governor_entry_maps_its_own_steps(name: str) -> None:
     assert got["ramp_start_q16"] == 16000
     assert got["ramp_inc_q16"] == -(-16000 // m.steps)
     assert got["ramp_step_lines"] == round(16000 / m.steps)
+
+
+def test_no_module_outside_the_registry_names_a_mechanism() -> None:
+    """A mechanism is one entry: no string literal elsewhere in the package is a mechanism's
+    name ("none" aside, a common word: the plan's axis, a plot's marker face)."""
+    import ast
+    from pathlib import Path
+
+    pkg = Path(mechs.__file__).parent
+    names = set(mechs.names()) - {"none"}
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.name == "mechanisms.py" and path.parent == pkg:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(pkg)}:{node.lineno}: {node.value!r}")
+    assert not found, found
