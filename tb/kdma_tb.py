@@ -27,8 +27,9 @@ from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses, knobs
 from ane_kdma.contract import CoreCounters, Counters, Task
 from ane_kdma.engines.model import counters_of
-from ane_kdma.hw import LINE_BYTES, RATE_ONE, RTL_SETTINGS
+from ane_kdma.hw import LINE_BYTES, RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
+from ane_kdma.mechanisms import rtl_names
 
 #: per core, the tasks it is given back to back (None: the core sits out)
 PerCoreTasks = Sequence[Sequence[Task] | None]
@@ -138,7 +139,7 @@ def drive_task(dut, tasks: Sequence[Task | None], bp: cm.Backpressure | None) ->
     dut.bp_threshold_i.value = bp.threshold if bp else 0
 
 
-DRIVEN_SETTINGS = RTL_SETTINGS  # the inputs kdma_tb_top has
+DRIVEN_SETTINGS = rtl_names()  # the inputs kdma_tb_top has
 
 
 def apply_settings(dut, build: Build, s: cm.Settings) -> None:

@@ -316,3 +316,18 @@ def test_the_demand_warmup_changes_nothing_at_full_credit() -> None:
     notch = [_one(RING)]  # and where lines are starved, it does change them
     paged = hyps.get("paged")
     assert _cycles("analytic", paged, on, notch)[0] > _cycles("analytic", paged, off, notch)[0]
+
+
+def test_the_analytic_engine_refuses_a_starved_mechanism_it_has_no_closed_form_for() -> None:
+    """Not silently the plain window: one line naming the engine that has them."""
+    from ane_kdma import analytic
+    from ane_kdma.errors import InputError
+    from ane_kdma.profile import Settings
+
+    base = Settings(latency=300, window=64, core_rate_q16=RATE_ONE // 2, agg_rate_q16=RATE_ONE)
+    # the demand path's warm-up has one now (this file holds it to the model)
+    for s in (replace(base, dwin_start_lines=48, dwin_step_lines=100),):
+        with pytest.raises(InputError, match="use --engine model"):
+            analytic.check_settings(s)
+    analytic.check_settings(base)  # off: the closed form holds
+    analytic.check_settings(replace(base, dwarm_lines=6400, dwarm_extra_cycles=40))

@@ -135,6 +135,10 @@ def test_verdict_names_paged(report: validate.Report) -> None:
     assert report.best == "paged" == CHIP.profile.hypothesis
     assert report.fit_error["paged"] < min(report.fit_error["literal"], report.fit_error["signed"])
     assert report.verdict.startswith("verdict: PAGED") and "SIGNED" in report.verdict
+    # without the ranking, the measure the full run's verdict gives: counted rows and RMS
+    own = validate.standing(CHIP, CHIP.profile)
+    said = f"{own['passed']}/{own['rows']} rows pass, RMS relative error "
+    assert said + f"{100 * own['rms_rel_err']:.2f}%" in report.verdict
 
 
 def test_ranking_every_fit_on_its_own_profile(shared_standings: object) -> None:
@@ -209,7 +213,12 @@ def test_exit_rule() -> None:
 
 def test_render_and_json(report: validate.Report) -> None:
     text = validate.render(report, CHIP)
-    assert "rule:" in text and report.verdict in text and "fail*" in text
+    assert "rule:" in text and report.verdict in " ".join(text.split()) and "fail*" in text
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= validate.WIDTH  # 100 columns, wrapped, not cut
+    assert all(line == line.rstrip() for line in lines)  # no padded trailing column
+    for r in report.rows:  # every row's figures are still there
+        assert r.name.split()[0] in text and r.tolerance.split()[0] in text
     assert "tolerances: each band, and where it comes from" in text
     doc = json.loads(json.dumps(validate.to_json(report, CHIP)))
     assert doc["exit_status"] == report.exit_status and doc["best_hypothesis"] == "paged"
@@ -246,3 +255,30 @@ def test_rank_ties_keep_registry_order() -> None:
     ]
     better = {**entries[0], "rms_rel_err": 0.0299}  # the registry's last, on evidence first
     assert sorted([*entries, better], key=validate.rank_key)[0] is better
+
+
+def test_the_long_run_is_announced_first_on_stderr(
+    report: validate.Report,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One line on stderr before the long work (validate, then the ranking); none with --json,
+    whose stdout is one document."""
+    said: list[str] = []
+
+    def judged(engine: str, chip: chips.Chip, rank: bool = True, **kw: object) -> validate.Report:
+        said.append(capsys.readouterr().err)  # what was said before the work began
+        return report
+
+    monkeypatch.setattr(validate, "validate", judged)
+    base = {"engine": "model", "chip": None, "profile": None, "jobs": 1}
+    for no_ranking in (False, True):
+        args = argparse.Namespace(**base, json=False, no_ranking=no_ranking)
+        assert validate_cmd.run(args) == report.exit_status
+        (line,) = said[-1].splitlines()
+        assert line.startswith("validate: runs every row on the model engine")
+        assert ("ranks" in line) is (not no_ranking)
+        assert capsys.readouterr().out.startswith("validate: engine model")
+    assert validate_cmd.run(argparse.Namespace(**base, json=True, no_ranking=False)) == 0
+    out = capsys.readouterr()
+    assert said[-1] == "" and out.err == "" and json.loads(out.out)["exit_status"] == 0

@@ -44,11 +44,12 @@ not modeled.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import lru_cache
 
 import numpy as np
 
+from ane_kdma import mechanisms
 from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
@@ -61,15 +62,12 @@ MAX_CUTS = 64  # governor steps a warm task is cut at (more: each stretch at its
 
 
 def check_settings(s: Settings) -> None:
-    """The closed form follows the governor's ramp; the other rate mechanisms it does not."""
-    if (s.warm_lines and s.warm_extra_cycles) or s.task_gap_cycles:
+    """The closed form follows the mechanisms the registry says it does; not the others."""
+    lacking = mechanisms.no_closed_form(asdict(s))
+    if lacking:
         raise InputError(
-            "the analytic engine has no closed form for a memory warm-up or a per-task cost; "
-            "use --engine model"
-        )
-    if s.dwin:  # issue 16's runner-up: the cycle model has it
-        raise InputError(
-            "the analytic engine has no closed form for the demand window; use --engine model"
+            f"the analytic engine has no closed form for the {lacking[0].name} mechanism "
+            f"({lacking[0].summary.split(':')[0]}); use --engine model"
         )
 
 

@@ -68,19 +68,3 @@ def lap_and_offset(lines: int, ring_lines: int) -> tuple[int, int]:
     """k = round(lines / ring) (half up) and x = lines - k * ring (erratum.md, section 2)."""
     k = (2 * lines + ring_lines) // (2 * ring_lines)
     return k, lines - k * ring_lines
-
-
-#: the run-time settings kdma_top (and the testbench top) has input ports for, in the batch
-#: harness's input order; any other setting of the cycle model (a memory warm-up, a per-task
-#: cost, the demand window that grows) is not built in the RTL
-RTL_SETTINGS = (
-    "latency",
-    "window",
-    "core_rate_q16",
-    "agg_rate_q16",
-    "ramp_start_q16",
-    "ramp_step_lines",
-    "ramp_inc_q16",
-    "dwarm_lines",
-    "dwarm_extra_cycles",
-)

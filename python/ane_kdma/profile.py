@@ -17,45 +17,45 @@ a profile carries only the run-time inputs of its own mechanism.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.errors import InputError
-from ane_kdma.hw import RATE_ONE
+from ane_kdma.mechanisms import (  # re-exported: the ranges live in the registry's field table
+    AGG_RATE_MAX_Q16,
+    MAX_DWIN_STEP_LINES,
+    MAX_LATENCY_CYCLES,
+    MAX_RAMP_STEP_LINES,
+    MAX_TASK_GAP_CYCLES,
+    MAX_WARM_LINES,
+)
 from ane_kdma.schema import Doc
 
-MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
-AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-line bank in 22 bits
-MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
-MAX_WARM_LINES = (1 << 20) - 1
-MAX_TASK_GAP_CYCLES = (1 << 16) - 1
-MAX_DWIN_STEP_LINES = (1 << 20) - 1  # the demand window's step counter is 20 bits
-#: issue 16's starved-stream inputs (docs/fidelity.md) and their off values
-STARVED_OFF = {
-    "dwin_start_lines": 0,
-    "dwin_step_lines": 1,
-    "dwarm_lines": 0,
-    "dwarm_extra_cycles": 0,
-}
+__all__ = [
+    "AGG_RATE_MAX_Q16",
+    "MAX_DWIN_STEP_LINES",
+    "MAX_LATENCY_CYCLES",
+    "MAX_RAMP_STEP_LINES",
+    "MAX_TASK_GAP_CYCLES",
+    "MAX_WARM_LINES",
+    "Profile",
+    "Settings",
+    "load_fits",
+    "load_profile",
+]
 
 
 @dataclass(frozen=True)
 class Settings:
     """Run-time inputs of kdma_top (cycles, lines, or Q.16 lines per cycle).
 
-    The last ten are the rate mechanisms (all off by default). The issue-rate
-    governor starts each request at ``ramp_start_q16`` lines per cycle and adds
-    ``ramp_inc_q16`` every ``ramp_step_lines`` cycles up to the core rate (0:
-    no ramp). The memory warm-up gives the first ``warm_lines`` lines of a
-    request ``warm_extra_cycles`` more latency. The per-task cost holds each
-    task's first request back ``task_gap_cycles`` cycles. The demand window
-    that grows (docs/fidelity.md) gives a request's starved lines (credit 0) a
-    window of ``dwin_start_lines`` that gains one line every
-    ``dwin_step_lines`` starved lines, up to ``window`` (0: off). The demand
-    path's warm-up gives a request's first ``dwarm_lines`` starved lines
-    ``dwarm_extra_cycles`` more latency.
+    The fields are the registry's field table (:mod:`ane_kdma.mechanisms`: the
+    base inputs, then each mechanism's own, at their off values), declared here
+    for the type checker and held to the table by tests/test_mechanisms.py;
+    their ranges are checked from the table. What each input does is in its
+    mechanism's entry and docs/adding.md.
     """
 
     latency: int
@@ -68,10 +68,10 @@ class Settings:
     warm_lines: int = 0
     warm_extra_cycles: int = 0
     task_gap_cycles: int = 0
-    dwin_start_lines: int = 0
-    dwin_step_lines: int = 1
     dwarm_lines: int = 0
     dwarm_extra_cycles: int = 0
+    dwin_start_lines: int = 0
+    dwin_step_lines: int = 1
 
     @property
     def ramp(self) -> bool:
@@ -104,51 +104,7 @@ class Settings:
         return (self.window - self.dwin_start_lines) * self.dwin_step_lines
 
     def __post_init__(self) -> None:
-        if not 1 <= self.latency <= MAX_LATENCY_CYCLES:
-            raise InputError(f"latency {self.latency} cycles outside 1..{MAX_LATENCY_CYCLES}")
-        if self.window < 1:
-            raise InputError(f"demand window {self.window} lines must be at least 1")
-        if not 1 <= self.core_rate_q16 <= RATE_ONE:
-            raise InputError(f"core rate {self.core_rate_q16}/65536 outside (0, 1] lines/cycle")
-        if not 1 <= self.agg_rate_q16 <= AGG_RATE_MAX_Q16:
-            raise InputError(f"aggregate rate {self.agg_rate_q16}/65536 out of range")
-        if not 0 <= self.ramp_start_q16 <= RATE_ONE:
-            raise InputError(f"ramp start {self.ramp_start_q16}/65536 outside [0, 1] lines/cycle")
-        if not 1 <= self.ramp_step_lines <= MAX_RAMP_STEP_LINES:
-            raise InputError(
-                f"ramp step {self.ramp_step_lines} cycles outside 1..{MAX_RAMP_STEP_LINES}"
-            )
-        if not 0 <= self.ramp_inc_q16 <= RATE_ONE:
-            raise InputError(f"ramp increment {self.ramp_inc_q16}/65536 outside [0, 1] lines/cycle")
-        if self.ramp and self.ramp_inc_q16 == 0:
-            raise InputError("a ramp that starts below the core rate needs an increment above 0")
-        if not 0 <= self.warm_lines <= MAX_WARM_LINES:
-            raise InputError(f"warm-up of {self.warm_lines} lines outside 0..{MAX_WARM_LINES}")
-        if not 0 <= self.warm_extra_cycles <= MAX_LATENCY_CYCLES:
-            raise InputError(
-                f"warm-up latency {self.warm_extra_cycles} outside 0..{MAX_LATENCY_CYCLES}"
-            )
-        if not 0 <= self.task_gap_cycles <= MAX_TASK_GAP_CYCLES:
-            raise InputError(
-                f"task gap {self.task_gap_cycles} cycles outside 0..{MAX_TASK_GAP_CYCLES}"
-            )
-        if not 0 <= self.dwin_start_lines <= self.window:
-            raise InputError(
-                f"demand window start {self.dwin_start_lines} lines outside 0..{self.window} "
-                "(the window)"
-            )
-        if not 1 <= self.dwin_step_lines <= MAX_DWIN_STEP_LINES:
-            raise InputError(
-                f"demand window step {self.dwin_step_lines} lines outside 1..{MAX_DWIN_STEP_LINES}"
-            )
-        if not 0 <= self.dwarm_lines <= MAX_WARM_LINES:
-            raise InputError(
-                f"demand warm-up of {self.dwarm_lines} lines outside 0..{MAX_WARM_LINES}"
-            )
-        if not 0 <= self.dwarm_extra_cycles <= MAX_LATENCY_CYCLES:
-            raise InputError(
-                f"demand warm-up latency {self.dwarm_extra_cycles} outside 0..{MAX_LATENCY_CYCLES}"
-            )
+        mechs.check_values(asdict(self))
 
     def check(self, kmem_lines: int) -> Settings:
         """The window must fit the chip's KMem (the RTL's window port is that wide)."""
@@ -175,34 +131,24 @@ class Profile:
     warm_lines: int = 0  # the memory warm-up
     warm_extra_cycles: int = 0
     task_gap_cycles: int = 0  # the per-task cost
-    dwin_start_lines: int = 0  # the demand window that grows (0: off)
-    dwin_step_lines: int = 1
     dwarm_lines: int = 0  # the demand path's warm-up (0: off)
     dwarm_extra_cycles: int = 0
+    dwin_start_lines: int = 0  # the demand window that grows (0: off)
+    dwin_step_lines: int = 1
 
     def mechanism_inputs(self) -> dict[str, int]:
         """The run-time inputs of the rate mechanisms, as Settings takes them."""
-        return {
-            "ramp_start_q16": self.ramp_start_q16,
-            "ramp_step_lines": self.ramp_step_lines,
-            "ramp_inc_q16": self.ramp_inc_q16,
-            "warm_lines": self.warm_lines,
-            "warm_extra_cycles": self.warm_extra_cycles,
-            "task_gap_cycles": self.task_gap_cycles,
-            "dwin_start_lines": self.dwin_start_lines,
-            "dwin_step_lines": self.dwin_step_lines,
-            "dwarm_lines": self.dwarm_lines,
-            "dwarm_extra_cycles": self.dwarm_extra_cycles,
-        }
+        return {i.name: getattr(self, i.name) for i in mechs.inputs()}
 
     def us(self, cycles: float) -> float:
         return cycles * self.ns_per_cycle / 1000.0
 
     def to_json(self) -> str:
         doc = asdict(self)
-        for name, off in STARVED_OFF.items():  # no registered mechanism takes them yet:
-            if doc[name] == off:  # written only when on, so every fitted file stays as it was
-                del doc[name]
+        own = mechs.get(self.mechanism).inputs
+        for i in mechs.inputs():  # another mechanism's inputs, off: left out (most of them)
+            if i.name not in own and doc[i.name] == i.off and not i.always_written:
+                del doc[i.name]
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -215,28 +161,19 @@ class Profile:
             overhead_us=doc.number("overhead_us", lo=0.0, hi=1e9),
             latency_cycles=doc.integer("latency_cycles", 1, MAX_LATENCY_CYCLES),
             window_lines=doc.integer("window_lines", 1, 1 << 20),
-            core_rate_q16=doc.integer("core_rate_q16", 1, RATE_ONE),
+            core_rate_q16=doc.integer("core_rate_q16", 1, mechs.RATE_ONE),
             ceiling_gbps=doc.number("ceiling_gbps", positive=True, hi=1e6),
             notes=notes,
             hypothesis=_reading(doc),
             mechanism=_mechanism(doc).name,
-            ramp_start_q16=_opt_int(doc, "ramp_start_q16", 0, 0, RATE_ONE),
-            ramp_step_lines=_opt_int(doc, "ramp_step_lines", 1, 1, MAX_RAMP_STEP_LINES),
-            ramp_inc_q16=_opt_int(doc, "ramp_inc_q16", 0, 0, RATE_ONE),
-            warm_lines=_opt_int(doc, "warm_lines", 0, 0, MAX_WARM_LINES),
-            warm_extra_cycles=_opt_int(doc, "warm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
-            task_gap_cycles=_opt_int(doc, "task_gap_cycles", 0, 0, MAX_TASK_GAP_CYCLES),
-            dwin_start_lines=_opt_int(doc, "dwin_start_lines", 0, 0, 1 << 20),
-            dwin_step_lines=_opt_int(doc, "dwin_step_lines", 1, 1, MAX_DWIN_STEP_LINES),
-            dwarm_lines=_opt_int(doc, "dwarm_lines", 0, 0, MAX_WARM_LINES),
-            dwarm_extra_cycles=_opt_int(doc, "dwarm_extra_cycles", 0, 0, MAX_LATENCY_CYCLES),
+            **{i.name: _opt_int(doc, i.name, i.off, i.lo, i.hi) for i in mechs.inputs()},
         )
-        off = {f.name: f.default for f in fields(cls)}  # every mechanism's inputs: off
         own = mechs.get(prof.mechanism).inputs
-        for name, value in prof.mechanism_inputs().items():
-            if name not in own and value != off[name]:
+        for i in mechs.inputs():
+            value = getattr(prof, i.name)
+            if i.name not in own and value != i.off:
                 raise doc.fail(
-                    doc.key(name),
+                    doc.key(i.name),
                     f"{value} belongs to another rate mechanism than {prof.mechanism!r} "
                     f"(which takes {', '.join(own) or 'no inputs'})",
                 )

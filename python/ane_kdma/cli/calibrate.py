@@ -159,9 +159,11 @@ def run(args: argparse.Namespace) -> int:
         best.confirmed = cal_mod.confirm(chip, best)
     if not best.confirmed["ok"]:
         exact = cal_mod.ENGINE_WORDS.get(opts["engine"], f"the {opts['engine']} engine")
+        misses = best.confirmed.get("misses")
+        said = "; ".join(misses) if isinstance(misses, list) else "see confirm()"
         raise InputError(
             f"calibration: the analytic engine disagrees with the {exact} beyond its "
-            f"stated accuracy ({cal_mod.ANALYTIC_TOL:.0%}; exact for static readings)"
+            f"stated accuracy: {said}"
         )
     if to_stdout:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
         sys.stdout.write(best.profile.to_json())

@@ -42,8 +42,9 @@ from ane_kdma.contract import CoreCounters, Counters, Result, Workload
 from ane_kdma.engines.cocotb import build_params, check_chip
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
-from ane_kdma.hw import LINE_BYTES, RTL_SETTINGS
+from ane_kdma.hw import LINE_BYTES
 from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.mechanisms import rtl_names
 from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness" / "kdma_batch.cpp"
@@ -53,7 +54,7 @@ EXE = "kdma_batch"
 TOP = "kdma_top"
 BATCH_TOP = "kdma_batch_top"
 #: the settings kdma_top has inputs for, in the order the harness reads them
-DRIVEN = RTL_SETTINGS
+DRIVEN = rtl_names()
 VERILATOR_ARGS = (
     "--cc",
     "--exe",

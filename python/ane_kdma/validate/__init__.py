@@ -34,6 +34,7 @@ RMS (:func:`margin`).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TypedDict
@@ -54,6 +55,7 @@ from ane_kdma.validate.specs import (
     Row,
     Spec,
     Want,
+    bands,
     points_of,
     tolerances,
     v_slope_want,
@@ -145,7 +147,7 @@ def standing(chip: Chip, profile: Profile) -> Standing:
     fitted = chip.with_profile(profile)
     h = hyps.get(profile.hypothesis)
     engine = "analytic" if profile.mechanism in CLOSED_FORM else "model"
-    ctx = Ctx(fitted, meas, engine, hyps.get(hyps.FIXED))
+    ctx = Ctx(fitted, meas, engine, hyps.get(hyps.FIXED), bands())
     # without the closed form, the rows the main report runs on the analytic engine
     # (the ceiling sweep) run on the cycle model too
     mine = specs if engine == "analytic" else [replace(sp, engine=None) for sp in specs]
@@ -224,7 +226,7 @@ def v_slope(
 ) -> tuple[list[float], list[float]]:
     """The V's slope per lap and side, and its R², for `h` on this chip (the V row's own
     computation, :func:`ane_kdma.validate.specs.v_slopes`), on the laps given."""
-    ctx = Ctx(chip, chip.measured, engine, hyps.get(hyps.FIXED))
+    ctx = Ctx(chip, chip.measured, engine, hyps.get(hyps.FIXED), bands())
     _run(ctx, v_slope_want(ctx, h, laps), engine)
     return v_slopes(ctx, h, laps)
 
@@ -246,7 +248,7 @@ def _run(ctx: Ctx, want: Want, engine: str) -> None:
 def _evaluate(ctx: Ctx, specs: Sequence[Spec], h: Hypothesis) -> list[Row]:
     rows: list[Row] = []
     for spec in specs:
-        sub = Ctx(ctx.chip, ctx.meas, spec.engine or ctx.engine, ctx.fixed)
+        sub = Ctx(ctx.chip, ctx.meas, spec.engine or ctx.engine, ctx.fixed, ctx.bands)
         sub.results = ctx.results if spec.engine is None else {}
         _run(sub, spec.want(sub, h), sub.engine)
         rows += spec.rows(sub, h)
@@ -265,7 +267,7 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     """Every row the chip's data supports, the verdict and the exit status (module doc)."""
     contract.check_engine(engine)
     meas = chip.measured
-    ctx = Ctx(chip, meas, engine, hyps.get(hyps.FIXED))
+    ctx = Ctx(chip, meas, engine, hyps.get(hyps.FIXED), bands())
     specs = [s for s in SPECS if meas.has(*s.needs)]
     if chip.profile.mechanism not in CLOSED_FORM:  # rows meant for the closed form: exact model
         specs = [replace(s, engine=None) if s.engine == "analytic" else s for s in specs]
@@ -327,6 +329,15 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
             f"{100 * float(top['rms_rel_err']):.2f}%{by} (next: {rest}); the profile is "
             f"{chip.profile.hypothesis} x {chip.profile.mechanism}"
         )
+    elif not rank:  # the profile alone, in the ranking's measure (its counted rows, RMS)
+        own = standing(chip, chip.profile)
+        verdict = (
+            f"verdict: {str(own['hypothesis']).upper()} x {own['mechanism']} (the profile): "
+            f"{own['passed']}/{own['rows']} rows pass, RMS relative error "
+            f"{100 * float(own['rms_rel_err']):.2f}% (not ranked against the other fits: "
+            f"--no-ranking); on {figures} alone, {best.upper()} {100 * fit_error[best]:.1f}% "
+            f"against {others or 'nothing else'}"
+        )
     elif len(tied) > 1:
         verdict = (
             f"verdict: the data cannot tell {' and '.join(t.upper() for t in tied)} apart: the "
@@ -361,8 +372,14 @@ def _fmt(v: float | None, unit: str) -> str:
     return f"{100 * v:+.2f}%"
 
 
+WIDTH = 100  # columns of the text report (the table wraps its text into them)
+
+
 def render(report: Report, chip: Chip) -> str:
-    head = ("status", "scope", "row", "modeled", "measured", "error", "tolerance", "engine")
+    """The table in WIDTH columns: per row, its status, scope, modeled figure, error and name
+    on one line, then what was measured, its band and (when not the report's) its engine,
+    wrapped under the name. No column is padded at the end of a line."""
+    head = ("status", "scope", "modeled", "error")
     table = []
     for r in report.rows:
         if r.scope == "info":
@@ -371,38 +388,56 @@ def render(report: Report, chip: Chip) -> str:
             status = "PASS"
         else:
             status = "FAIL" if r.counts else "fail*"
-        table.append(
-            (
-                status,
-                r.scope,
-                r.name,
-                _fmt(r.modeled, r.unit),
-                r.measured,
-                "-" if r.error is None else f"{100 * r.error:+.1f}%",
-                r.tolerance,
-                r.engine,
-            )
+        cells = (
+            status,
+            r.scope,
+            _fmt(r.modeled, r.unit),
+            "-" if r.error is None else f"{100 * r.error:+.1f}%",
         )
-    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(head)]
+        said = f"measured {r.measured}; band {r.tolerance}"
+        if r.engine != report.engine:
+            said += f"; on {r.engine}"
+        table.append((cells, r.name, said))
+    widths = [max(len(h), *(len(c[i]) for c, _, _ in table)) for i, h in enumerate(head)]
+    indent = sum(widths) + 2 * len(widths)
+    text_width = max(WIDTH - indent, 30)
     lines = [
         f"validate: engine {report.engine}, profile {report.profile}; {chip.path.name}/measured",
-        f"rule: {RULE} (fail* = a failing row that does not count)",
-        "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+        *textwrap.wrap(f"rule: {RULE} (fail* = a failing row that does not count)", WIDTH),
+        "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + "  row",
     ]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
+    for cells, name, said in table:
+        first = "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + "  "
+        named = textwrap.wrap(name, text_width)
+        lines.append(first + named[0])
+        lines += [" " * indent + t for t in named[1:]]
+        lines += [" " * (indent + 2) + t for t in textwrap.wrap(said, text_width - 2)]
     lines.append("notes:")
-    lines += [f"  {r.name} [{r.scope}]: {r.note}" for r in report.rows if r.note]
+    for r in report.rows:
+        if r.note:
+            lines += textwrap.wrap(
+                f"{r.name} [{r.scope}]: {r.note}",
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
     lines.append("tolerances: each band, and where it comes from")
-    lines += [f"  {band}: {why}" for band, why in tolerances(chip.measured)]
+    for band, why in tolerances(chip.measured):
+        lines += textwrap.wrap(
+            f"{band}: {why}", WIDTH, initial_indent="  ", subsequent_indent="    "
+        )
     if report.ranking:
         lines.append("ranking: every fitted hypothesis x mechanism, its own profile, counted rows")
         for e in report.ranking:
             failed = ", ".join(str(f) for f in e["failed"][:3]) or "-"
-            lines.append(
-                f"  {e['hypothesis']:<8} x {e['mechanism']:<12} {e['passed']:>3}/{e['rows']:<3} "
-                f"RMS {100 * float(e['rms_rel_err']):5.1f}%  ({e['engine']}) failed: {failed}"
+            lines += textwrap.wrap(
+                f"{e['hypothesis']:<8} x {e['mechanism']:<13} {e['passed']:>3}/{e['rows']:<3} "
+                f"RMS {100 * float(e['rms_rel_err']):5.1f}%  ({e['engine']}) failed: {failed}",
+                WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
             )
-    lines.append(report.verdict)
+    lines += textwrap.wrap(report.verdict, WIDTH, subsequent_indent="  ")
     lines.append(f"exit status {report.exit_status}")
     return "\n".join(lines)
 

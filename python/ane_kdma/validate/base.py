@@ -1,0 +1,215 @@
+"""The types every row builder of `validate` shares: a row, the evaluator's context, a spec.
+
+The bands are not read from here: a row builder reads ``ctx.bands`` (:class:`Bands`), the one
+typed value the evaluator passes in (:func:`ane_kdma.validate.specs.bands`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ane_kdma.chip import Chip
+from ane_kdma.contract import Result, Workload
+from ane_kdma.errors import InputError
+from ane_kdma.hypotheses import Hypothesis
+from ane_kdma.measured import (
+    CoreCount,
+    Floor,
+    KScaling,
+    LapTimes,
+    Measurements,
+    Nominal,
+    OnlyTotal,
+    Scrambling,
+    SplitWorkaround,
+    TableA,
+    VNotch,
+)
+
+SLOPE_STEP = 16  # |x| grid of the slope fits, lines (a D step of 2 at N = 4096)
+SCRAMBLE_SEED = 20260810
+SCRAMBLE_D = 576  # the size whose Table A replica a gives the 31.37 GB/s baseline
+CORE_COUNTS = (1, 2, 4, 8, 16)
+ONE_MIB_PAIRS = ((2048, 4096), (4096, 2048), (1024, 8192), (8192, 1024), (512, 16384))
+CEILING_SWEEP_D = (64, 16384, 64)
+GREEDY = {"latency_cycles": 64, "window_lines": 1024}  # every core wants a line a cycle
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Bands:
+    """Validate's bands as one typed value (:func:`ane_kdma.validate.specs.bands` reads them
+    as the specs module states them): every row builder reads its band from ``ctx.bands``,
+    and calibrate's problem takes the same value, so a moved band moves every judge."""
+
+    table_a: float  # relative, each Table A median
+    table_b: float  # relative, each Table B figure and speedup
+    table_c: float  # relative, each Table C row
+    point: float  # relative, the D = 2016 and D = 2048 points
+    lap: float  # relative, the lap times
+    floor_slack_gbps: float  # absolute, above the stated floor's top
+    recovery: float  # relative to the fix, at |x| = page
+    slope: float  # relative, the V's slope per lap, each lap and side
+    slope_r2: float  # each arm straight, at least this R^2
+    slope_x: int  # near the notch: |x| <= this many lines
+    nominal: float  # relative, widening the stated nominal range at both ends
+    k_scaling_r2: float
+    core_count: float
+    scramble: float
+    only_total: float
+    split: float
+    control: float
+    towards: float  # "towards" figures, info only
+
+
+@dataclass
+class Row:
+    dataset: str
+    name: str
+    scope: str  # "model", a hypothesis name, or "info"
+    modeled: float | None
+    measured: str
+    unit: str
+    error: float | None  # relative, where the row compares two numbers
+    tolerance: str
+    passed: bool
+    engine: str
+    note: str = ""
+    values: dict[str, object] = field(default_factory=dict)
+    counts: bool = False  # set once the best hypothesis is known
+
+
+# ---------------------------------------------------------------- the evaluator's context
+
+
+@dataclass
+class Ctx:
+    chip: Chip
+    meas: Measurements
+    engine: str
+    fixed: Hypothesis
+    bands: Bands
+    results: dict[tuple[str, Workload], Result] = field(default_factory=dict)
+
+    @property
+    def ring(self) -> int:
+        return self.chip.ring_lines
+
+    # The facts a spec names in `needs`: validate runs a spec only when the data has them,
+    # so a spec reads them here, typed and present, never as optional attributes by name.
+    @property
+    def table_a(self) -> TableA:
+        return _need(self.meas.table_a, "table_a")
+
+    @property
+    def floor(self) -> Floor:
+        return _need(self.meas.facts.floor, "floor")
+
+    @property
+    def nominal(self) -> Nominal:
+        return _need(self.meas.facts.nominal, "nominal")
+
+    @property
+    def v_notch(self) -> VNotch:
+        return _need(self.meas.facts.v_notch, "v_notch")
+
+    @property
+    def k_scaling(self) -> KScaling:
+        return _need(self.meas.facts.k_scaling, "k_scaling")
+
+    @property
+    def lap_times(self) -> LapTimes:
+        return _need(self.meas.facts.lap_times, "lap_times")
+
+    @property
+    def only_total(self) -> OnlyTotal:
+        return _need(self.meas.facts.only_total, "only_total")
+
+    @property
+    def split(self) -> SplitWorkaround:
+        return _need(self.meas.facts.split, "split")
+
+    @property
+    def core_count(self) -> CoreCount:
+        return _need(self.meas.facts.core_count, "core_count")
+
+    @property
+    def scrambling(self) -> Scrambling:
+        return _need(self.meas.facts.scrambling, "scrambling")
+
+    @property
+    def control_bytes(self) -> int:
+        return _need(self.meas.facts.control_bytes, "control_bytes")
+
+    def lines(self, n: int, split: int = 1, cores: int | None = None) -> Workload:
+        """n lines on each core (every core of the chip unless told), as `split` tasks."""
+        lb = self.chip.line_bytes
+        return Workload.from_size(n * lb, cores or self.chip.cores, split, lb)
+
+    def chunks(self, parts: Sequence[int]) -> Workload:
+        lb = self.chip.line_bytes
+        return Workload.from_chunks([p * lb for p in parts], self.chip.cores, lb)
+
+    def __call__(self, h: Hypothesis, w: Workload) -> Result:
+        return self.results[(h.name, w)]
+
+    def time(self, h: Hypothesis, w: Workload) -> float:
+        return self(h, w).time_us
+
+    def gbps(self, h: Hypothesis, w: Workload) -> float:
+        return self(h, w).gbps
+
+
+Want = list[tuple[Hypothesis, Workload]]
+T = TypeVar("T")
+
+
+def _need(value: T | None, name: str) -> T:
+    """A fact a spec declared in `needs`; absent only if a spec reads one it did not declare."""
+    if value is None:
+        raise InputError(f"validate: a row reads {name!r}, which it does not list in its needs")
+    return value
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A group of rows: what it needs, what it runs, how it is judged."""
+
+    key: str
+    scope: str  # "model" (best hypothesis), "hypothesis" (each buggy one), "info" (best)
+    needs: tuple[str, ...]
+    want: Callable[[Ctx, Hypothesis], Want]
+    rows: Callable[[Ctx, Hypothesis], list[Row]]
+    engine: str | None = None  # a fixed engine (None: the one validate runs on)
+
+
+def _rel(model: float, meas: float) -> float:
+    return (model - meas) / meas
+
+
+def _tol(t: float) -> str:
+    return f"+-{100 * t:g}%"
+
+
+def _rising(values: Sequence[float]) -> bool:
+    """Strictly rising: a flat step is not the rise the data shows."""
+    return all(b > a for a, b in zip(values, values[1:], strict=False))
+
+
+def _laps(laps: Sequence[int]) -> str:
+    return (
+        f"{laps[0]}..{laps[-1]}"
+        if list(laps) == list(range(laps[0], laps[-1] + 1))
+        else str(list(laps))
+    )
+
+
+def _size(b: int) -> str:
+    return f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b >> 10} KiB"
+
+
+def _some(items: Sequence[str], most: int = 4) -> str:
+    """The first few of a list, and how many more."""
+    more = len(items) - most
+    return "; ".join(items[:most]) + (f" and {more} more" if more > 0 else "")
