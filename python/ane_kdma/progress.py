@@ -1,19 +1,53 @@
-"""Progress bars (tqdm) on long work, only where a person is watching.
+"""Progress bars (tqdm) on long work, only where a person is watching; notes on slow steps.
 
 A bar shows when stderr is a terminal and the caller is not quiet (the CLI
 is quiet under --json); piped or redirected output stays clean. Nothing else
 in the package imports tqdm.
+
+A note is one stderr line saying what a slow step is doing (building the RTL
+harness, running N workloads on the RTL), printed whether or not stderr is a
+terminal: a wait of more than about two seconds without a word reads as a
+hang, in a log as much as at a prompt. ANE_KDMA_PROGRESS=0 silences both.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 MIN_ITEMS = 2  # a bar for one item is noise
+PREFIX = "ane-kdma: "  # as the CLI's own messages (cli.common.say)
+
+
+def note(message: str) -> None:
+    """One line on stderr saying what a slow step is doing (nothing if switched off or gone)."""
+    if os.environ.get("ANE_KDMA_PROGRESS", "") == "0":
+        return
+    text = " ".join(message.split())  # one line, whatever it was given
+    try:
+        print(f"{PREFIX}{text}", file=sys.stderr, flush=True)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+@contextmanager
+def announce_after(seconds: float, message: str) -> Iterator[None]:
+    """:func:`note` the message if the block is still running after `seconds`.
+
+    For work whose cost is not known in advance (a cycle-model run that is
+    instant at most sizes and seconds at a few): a fast run prints nothing.
+    """
+    timer = threading.Timer(seconds, note, (message,))
+    timer.daemon = True  # never what keeps the process alive
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 class _Quiet:
