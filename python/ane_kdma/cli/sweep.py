@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"wrote {len(paths)} files to {args.out}/ ({sw.engine} engine, {sw.d.size} points)")
+        common.print_header(
+            "sweep", chip, sw.engine, f"wrote {len(paths)} files to {args.out}/, {sw.d.size} points"
+        )
         for name, dom in sp.dominant.items():
             text = f"{dom:.0f} in D" if dom is not None else "none (flat: no notch)"
             print(f"  {name:<8} dominant wavelength {text}")
