@@ -21,15 +21,21 @@ from typing import Any
 
 MIN_ITEMS = 2  # a bar for one item is noise
 PREFIX = "ane-kdma: "  # as the CLI's own messages (cli.common.say)
+SLOW_S = 2.0  # work still running after this, with no bar to show it, says what it is
+CHUNK_WORKLOADS = 8  # a pooled run with a bar showing sends chunks this small, so it moves
 
 
 def note(message: str) -> None:
     """One line on stderr saying what a slow step is doing (nothing if switched off or gone)."""
     if os.environ.get("ANE_KDMA_PROGRESS", "") == "0":
         return
-    text = " ".join(message.split())  # one line, whatever it was given
+    text = f"{PREFIX}{' '.join(message.split())}"  # one line, whatever it was given
     try:
-        print(f"{PREFIX}{text}", file=sys.stderr, flush=True)
+        tq = sys.modules.get("tqdm")
+        if tq is not None and getattr(tq.tqdm, "_instances", None):
+            tq.tqdm.write(text, file=sys.stderr)  # above a bar that is showing, not through it
+        else:
+            print(text, file=sys.stderr, flush=True)
     except (AttributeError, OSError, ValueError):
         pass
 
@@ -79,10 +85,17 @@ def wanted(quiet: bool = False, stream: Any = None) -> bool:
 
 
 @contextmanager
-def bar(total: int, desc: str, quiet: bool = False) -> Iterator[_Bar | _Quiet]:
-    """A bar of `total` steps on stderr (or a do-nothing one); ``.update(n)`` advances it."""
+def bar(
+    total: int, desc: str, quiet: bool = False, what: str = "workloads"
+) -> Iterator[_Bar | _Quiet]:
+    """A bar of `total` steps on stderr (or a do-nothing one); ``.update(n)`` advances it.
+
+    Without a bar (stderr not a terminal, or quiet), work still running after
+    SLOW_S says once what it is, so a log shows what a long wait was.
+    """
     if total < MIN_ITEMS or not wanted(quiet):
-        yield _Quiet()
+        with announce_after(SLOW_S, f"running {total} {what} ({desc}); still working"):
+            yield _Quiet()
         return
     from tqdm import tqdm
 
@@ -92,7 +105,25 @@ def bar(total: int, desc: str, quiet: bool = False) -> Iterator[_Bar | _Quiet]:
 
 def iterate(items: list[Any], desc: str, quiet: bool = False) -> Iterator[Any]:
     """Each item, with a bar over the list where one is wanted (for loops like a fit's)."""
-    with bar(len(items), desc, quiet) as b:
+    with bar(len(items), desc, quiet, "steps") as b:
         for item in items:
             yield item
             b.update(1)
+
+
+def stop_pool(pool: Any) -> None:
+    """End a process pool now: queued chunks cancelled, running workers killed.
+
+    Why: leaving a ``with ProcessPoolExecutor`` block on an exception (Ctrl-C)
+    waits for every queued chunk to finish, which was 18 s of a sweep ignoring
+    Ctrl-C. The workers are killed, not asked: they hold no files of ours (the
+    parent writes every output). Reads the pool's private worker table, the
+    only handle on its processes; without it, the queue is still cancelled.
+    """
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            proc.kill()
+            proc.join(5)
+        except (OSError, ValueError, AttributeError):
+            pass

@@ -25,11 +25,12 @@ def predict_one(
     """
     load = Workload.from_size(bytes_per_core, chip.cores, split, chip.line_bytes)
     lines = bytes_per_core // chip.line_bytes
-    slow = (
-        f"the {engine} engine is still running {lines} lines per core on the {h.name} reading "
-        "(the cycle model steps some sizes grant by grant, up to about 10 s); "
-        "--engine analytic answers at once"
-    )
+    slow = f"the {engine} engine is still running {lines} lines per core on the {h.name} reading"
+    if engine == "model":
+        slow += (
+            " (the cycle model steps a size just off a whole lap grant by grant, up to about "
+            "10 s); --engine analytic answers at once"
+        )
     with progress.announce_after(SLOW_AFTER_S, slow):
         res = contract.run(engine, h, chip, load)
         fix = hyps.get(hyps.FIXED)
