@@ -51,6 +51,9 @@ def test_a_bar_without_a_terminal_says_what_runs_once_it_is_slow(
     assert capsys.readouterr().err == (
         "ane-kdma: running 1032 workloads (model paged x2); still working\n"
     )
+    with progress.bar(1032, "model paged x2", quiet=True):  # --json: stderr untouched
+        time.sleep(0.5)
+    assert capsys.readouterr().err == ""
 
 
 def _group_gone(pgid: int) -> bool:

@@ -209,10 +209,10 @@ def test_a_zoomed_sweep_names_the_plot_it_leaves_out(
     out, _, err = zoomed
     names = {p.name for p in out.iterdir()}
     assert "table_a.csv" not in names and "table_b.csv" in names
-    lines = err.splitlines()
+    lines = [line for line in err.splitlines() if not line.startswith("ane-kdma: running ")]
     assert lines == [
         "ane-kdma: table_a.* left out: the sweep (D = 1900..2200 step 4) misses Table A's "
-        "D = 576, 768, 1024, 1280, ..."
+        "D = 576, 768, ..."
     ]
 
 

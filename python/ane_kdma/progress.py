@@ -47,6 +47,9 @@ def announce_after(seconds: float, message: str) -> Iterator[None]:
     For work whose cost is not known in advance (a cycle-model run that is
     instant at most sizes and seconds at a few): a fast run prints nothing.
     """
+    if seconds == float("inf"):  # never: no thread at all
+        yield
+        return
     timer = threading.Timer(seconds, note, (message,))
     timer.daemon = True  # never what keeps the process alive
     timer.start()
@@ -90,10 +93,14 @@ def bar(
 ) -> Iterator[_Bar | _Quiet]:
     """A bar of `total` steps on stderr (or a do-nothing one); ``.update(n)`` advances it.
 
-    Without a bar (stderr not a terminal, or quiet), work still running after
-    SLOW_S says once what it is, so a log shows what a long wait was.
+    Without a bar (stderr not a terminal), work still running after SLOW_S
+    says once what it is, so a log shows what a long wait was; quiet (the
+    CLI's --json) shows neither.
     """
     if total < MIN_ITEMS or not wanted(quiet):
+        if quiet or total < MIN_ITEMS:  # quiet: --json, scripted; stderr stays as it was
+            yield _Quiet()
+            return
         with announce_after(SLOW_S, f"running {total} {what} ({desc}); still working"):
             yield _Quiet()
         return

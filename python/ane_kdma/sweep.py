@@ -85,8 +85,8 @@ class Spectrum:
             return f"dominant wavelength {dom:.0f} in D"
         if notch is None:
             return "flat: no notch"
-        why = f"the sweep spans under two laps ({2 * self.lap_d:.0f} in D)"
-        return f"notch at D = {notch.d}, {100 * notch.depth:.0f}% deep; no wavelength: {why}"
+        where = f"notch at D = {notch.d}, {100 * notch.depth:.0f}% deep"
+        return f"{where}; too narrow for a wavelength (under two laps, {2 * self.lap_d:.0f} in D)"
 
 
 @dataclass
@@ -488,7 +488,7 @@ def table_a_left_out(sw: Sweep, chip: Chip, meas: Measurements | None) -> str | 
     swept = set(sw.d.tolist())
     missing = [d for d in ta.d if d not in swept]
     if missing:
-        shown = ", ".join(str(d) for d in missing[:4]) + (", ..." if len(missing) > 4 else "")
+        shown = ", ".join(str(d) for d in missing[:2]) + (", ..." if len(missing) > 2 else "")
         swept_text = f"D = {sw.d[0]}..{sw.d[-1]} step {sw.d[1] - sw.d[0]}"
         return f"the sweep ({swept_text}) misses Table A's D = {shown}"
     return None

@@ -31,7 +31,9 @@ def predict_one(
             " (the cycle model steps a size just off a whole lap grant by grant, up to about "
             "10 s); --engine analytic answers at once"
         )
-    with progress.announce_after(SLOW_AFTER_S, slow):
+    # the analytic engine is O(1) in the size: only the others can be slow at some sizes
+    wait = SLOW_AFTER_S if engine != "analytic" else float("inf")
+    with progress.announce_after(wait, slow):
         res = contract.run(engine, h, chip, load)
         fix = hyps.get(hyps.FIXED)
         fixed = res if h.name == fix.name else contract.run(engine, fix, chip, load)

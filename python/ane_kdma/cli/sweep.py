@@ -81,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary))
     else:
-        common.print_header(
-            "sweep", chip, sw.engine, f"wrote {len(paths)} files to {args.out}/, {sw.d.size} points"
-        )
+        common.print_header("sweep", chip, sw.engine, f"{sw.d.size} points")
+        print(f"wrote {len(paths)} files to {args.out}/")
         for name in sp.dominant:
             print(f"  {name:<8} {sp.verdict(name)}")
     return 0
