@@ -64,15 +64,36 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
-def test_ctrl_c_during_a_long_model_sweep_acts_at_once_and_leaves_nothing(
-    tmp_path: Path,
+#: per engine, a command that runs for many seconds and a note it prints once at work
+LONG_RUNS = {
+    # the pooled runner: its queue of chunks was 18 s of a sweep ignoring Ctrl-C
+    "model": ["sweep", "--engine", "model", "--jobs", "2", "--out", "{out}"],
+    # one harness process fed 16 cores x 64 MiB; the same 16-core builds as tests/test_batch_rtl
+    "rtl": ["predict", "--bytes-per-core", "64MiB", "--engine", "rtl"],
+}
+
+
+def _need_rtl() -> None:
+    from ane_kdma.engines import verilator as vb
+
+    try:
+        vb.toolchain()
+    except vb.HarnessBuildError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("engine", sorted(LONG_RUNS))
+def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
+    engine: str, tmp_path: Path
 ) -> None:
-    """SIGINT once the sweep's pool is at work: status 130 within CTRL_C_S, one line, no
-    files, no worker left (the pool's queue was 18 s of chunks before)."""
+    """SIGINT once the work has said what it is doing: status 130 within CTRL_C_S, one line,
+    no files, no process of its group left (pool workers, the harness, a build)."""
+    if engine == "rtl":
+        _need_rtl()
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ane_kdma.cli", "sweep", "--engine", "model", "--jobs", "2"]
+    argv = [a.format(out=out) for a in LONG_RUNS[engine]]
     proc = subprocess.Popen(
-        [*argv, "--out", str(out)],
+        [sys.executable, "-m", "ane_kdma.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -81,8 +102,10 @@ def test_ctrl_c_during_a_long_model_sweep_acts_at_once_and_leaves_nothing(
     )
     try:
         assert proc.stderr is not None
-        first = proc.stderr.readline()  # the runner's note: the pool is running
-        assert first.startswith("ane-kdma: running "), first
+        first = proc.stderr.readline()  # a note: the pool, the harness or its build is at work
+        assert first.startswith(("ane-kdma: running ", "ane-kdma: the rtl engine is still")) or (
+            first.startswith("ane-kdma: building the RTL harness")
+        ), first
         os.kill(proc.pid, signal.SIGINT)
         t0 = time.monotonic()
         rest = proc.stderr.read()
@@ -92,12 +115,12 @@ def test_ctrl_c_during_a_long_model_sweep_acts_at_once_and_leaves_nothing(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    print(f"exit {took:.2f} s after SIGINT")
+    print(f"{engine}: exit {took:.2f} s after SIGINT")
     assert proc.returncode == 130
     assert rest == "ane-kdma: interrupted\n"
     assert took < CTRL_C_S
     assert list(tmp_path.iterdir()) == []
-    assert _group_gone(proc.pid), "a worker outlived the sweep"
+    assert _group_gone(proc.pid), "a process of the run outlived it"
 
 
 def test_predict_at_the_largest_32_bit_size_answers_or_says_why() -> None:

@@ -443,7 +443,8 @@ def run_many(
                 bar.update(len(unique))
             else:  # in pieces, so the bar moves
                 res = []
-                for chunk in _chunks(list(range(len(unique))), 32, contiguous=True):
+                pieces = -(-len(unique) // progress.CHUNK_WORKLOADS)  # workload granularity
+                for chunk in _chunks(list(range(len(unique))), pieces, contiguous=True):
                     part = [unique[i] for i in chunk]
                     res += get_engine(engine).run_many(hypothesis, chip, part)
                     bar.update(len(part))
