@@ -283,3 +283,16 @@ def test_the_overlay_runs_on_its_own_engine_and_can_be_left_out(
     assert not any(p.name.startswith("notch_overlay") for p in (tmp_path / "b").iterdir())
     assert "notch_overlay.* left out: the overlay was not asked for" in captured.err
     assert sum(n for e, n in runs if e == "analytic") < 100  # Table B's few sizes only
+
+
+@pytest.mark.parametrize(("d_max", "want"), [(4160, None), (5120, 2048.0)])
+def test_no_wavelength_from_a_sweep_too_narrow_to_show_one(d_max: int, want: float | None) -> None:
+    """At 2.03 laps the spectrum's best peak was 1024, a harmonic; from 2.5 laps it is the lap."""
+    sw = sweep.compute_sweep(CHIP, 64, d_max, 64, 4096)
+    sp = sweep.spectrum(sw, CHIP)
+    for h in hyps.buggy():
+        assert sp.dominant[h.name] == want
+        notch = sp.notch[h.name]
+        assert notch is not None and notch.d % 2048 == 0
+        if want is None:
+            assert sp.verdict(h.name).startswith(f"notch at D = {notch.d}, ")

@@ -20,8 +20,9 @@ one workload per size on every core of the chip. The notch overlay and Table B
 do not depend on the swept range, so they run on their own engine (analytic
 unless asked): a narrow sweep on the RTL costs its own points only.
 
-A sweep narrower than two laps cannot show a wavelength; its verdict then
-names the deepest notch it saw (D and depth) instead of calling it flat.
+A sweep narrower than MIN_LAPS laps cannot show the lap's wavelength (what
+peaks there is a harmonic of a notch); its verdict then names the deepest
+notch it saw (D and depth) instead of a wavelength, and never calls it flat.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ NOTCH_STEP = 8  # overlay x step, lines (a D step of 1 at N = 4096)
 MAX_POINTS = 100_000
 PAD = 8  # zero-padding factor of the spectrum
 FLAT_FRACTION = 1e-3  # a notch signal below 0.1% of the throughput is no notch
+#: a sweep spanning fewer laps than this shows no wavelength: the spectrum looks only at
+#: wavelengths that repeat twice, so near two laps the lap's line is at its edge and a
+#: harmonic wins (at 2.03 laps, 1024; from 2.5 laps, 2048 on every reading)
+MIN_LAPS = 2.5
 
 
 @dataclass
@@ -86,7 +91,8 @@ class Spectrum:
         if notch is None:
             return "flat: no notch"
         where = f"notch at D = {notch.d}, {100 * notch.depth:.0f}% deep"
-        return f"{where}; too narrow for a wavelength (under two laps, {2 * self.lap_d:.0f} in D)"
+        need = MIN_LAPS * self.lap_d
+        return f"{where}; too narrow for a wavelength (needs {need:.0f} in D)"
 
 
 @dataclass
@@ -179,7 +185,10 @@ def spectrum(sweep: Sweep, chip: Chip) -> Spectrum:
         flat = np.abs(sig).max() <= FLAT_FRACTION * np.abs(y).max()
         dom[name] = None if flat else dominant_wavelength(wavelength, mag)
         notches[name] = None if flat else deepest_notch(sweep.d, y, sig)
-    return Spectrum(wavelength, mags, dom, notches, lap_d(chip, sweep.n))
+    lap = lap_d(chip, sweep.n)
+    if count * step < MIN_LAPS * lap:  # the lap's line sits at the spectrum's edge, or past
+        dom = dict.fromkeys(dom)  # it: what peaks there is a harmonic of a notch, not a period
+    return Spectrum(wavelength, mags, dom, notches, lap)
 
 
 def lap_d(chip: Chip, n: int) -> float:

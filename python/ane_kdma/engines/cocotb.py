@@ -94,7 +94,8 @@ class CocotbEngine:
         for cores, idx in by_cores.items():
             batch = [workloads[i] for i in idx]
             progress.note(
-                f"running {len(batch)} workloads of {cores} cores on the RTL under cocotb "
+                f"running {len(batch)} workload{'s' * (len(batch) != 1)} of {cores} cores "
+                "on the RTL under cocotb "
                 f"({sim}, {hypothesis.name}); a first run builds the testbench ({BUILD_ESTIMATE})"
             )
             with tempfile.TemporaryDirectory(prefix="ane-kdma-") as tmp:
