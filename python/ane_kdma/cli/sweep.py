@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="analytic",
         type=common.engine,
         metavar="E",
-        help="engine for the notch overlay (k = 1..8, 4 readings: 1,032 runs of every core) "
+        help="engine for the notch overlay (k = 1..8: 1,032 runs of every core per reading) "
         "and Table B, which do not depend on --d-min/--d-max (analytic)",
     )
     extras.add_argument(
