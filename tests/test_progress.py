@@ -18,7 +18,35 @@ CTRL_C_S = 2.0  # the issue's bound: Ctrl-C acts within 2 s on every engine
 HANG_GUARD_S = 120.0  # a subprocess that runs past this is hung, not slow
 
 
-def test_a_note_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Notes on, as in a terminal (pytest's stderr is not one)."""
+    monkeypatch.setenv("ANE_KDMA_PROGRESS", "1")
+
+
+def test_notes_show_on_a_terminal_only_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("ANE_KDMA_PROGRESS", raising=False)
+    assert progress.notes_wanted(Tty()) and not progress.notes_wanted(object())
+    monkeypatch.setenv("ANE_KDMA_PROGRESS", "1")
+    assert progress.notes_wanted(object())
+    monkeypatch.setenv("ANE_KDMA_PROGRESS", "0")
+    assert not progress.notes_wanted(Tty())
+
+
+def test_redirected_stderr_gets_no_note(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error is one line on stderr: a note before it would make two (tests/test_cluster)."""
+    monkeypatch.delenv("ANE_KDMA_PROGRESS", raising=False)
+    progress.note("building")
+    assert capsys.readouterr().err == ""
+
+
+def test_a_note_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str], notes: None) -> None:
     progress.note("building\nthe harness")
     assert capsys.readouterr().err == "ane-kdma: building the harness\n"
 
@@ -32,7 +60,7 @@ def test_notes_can_be_switched_off(
 
 
 def test_slow_work_announces_itself_and_fast_work_stays_quiet(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], notes: None
 ) -> None:
     with progress.announce_after(60.0, "never shown"):
         pass
@@ -42,7 +70,7 @@ def test_slow_work_announces_itself_and_fast_work_stays_quiet(
 
 
 def test_a_bar_without_a_terminal_says_what_runs_once_it_is_slow(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, notes: None
 ) -> None:
     monkeypatch.setattr(progress, "SLOW_S", 0.05)
     with progress.bar(1032, "model paged x2") as b:
@@ -98,7 +126,10 @@ def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own group: what is left of it can be looked for
-        env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+            "ANE_KDMA_PROGRESS": "1",  # the notes a terminal would show, as the marker
+        },
     )
     try:
         assert proc.stderr is not None
@@ -133,7 +164,12 @@ def test_predict_at_the_largest_32_bit_size_answers_or_says_why() -> None:
     argv = [sys.executable, "-m", "ane_kdma.cli", "predict", "--bytes-per-core", "0xFFFFFFC0"]
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*argv, "--json"], capture_output=True, text=True, timeout=HANG_GUARD_S, check=False
+        [*argv, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+        env={**os.environ, "ANE_KDMA_PROGRESS": "1"},  # the note a terminal would show
     )
     took = time.monotonic() - t0
     print(f"predict at 0xFFFFFFC0: {took:.2f} s wall, stderr {proc.stderr!r}")

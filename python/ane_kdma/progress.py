@@ -5,9 +5,11 @@ is quiet under --json); piped or redirected output stays clean. Nothing else
 in the package imports tqdm.
 
 A note is one stderr line saying what a slow step is doing (building the RTL
-harness, running N workloads on the RTL), printed whether or not stderr is a
-terminal: a wait of more than about two seconds without a word reads as a
-hang, in a log as much as at a prompt. ANE_KDMA_PROGRESS=0 silences both.
+harness, running N workloads on the RTL): a wait of more than about two
+seconds without a word reads as a hang. Notes show on a terminal, like bars;
+redirected stderr stays exactly the CLI's contract (an error is one line)
+unless ANE_KDMA_PROGRESS=1 asks for notes in a log too. ANE_KDMA_PROGRESS=0
+silences both.
 """
 
 from __future__ import annotations
@@ -25,9 +27,21 @@ SLOW_S = 2.0  # work still running after this, with no bar to show it, says what
 CHUNK_WORKLOADS = 8  # a pooled run with a bar showing sends chunks this small, so it moves
 
 
+def notes_wanted(stream: Any = None) -> bool:
+    """Whether notes show: ANE_KDMA_PROGRESS=1 always, =0 never, else on a terminal."""
+    switch = os.environ.get("ANE_KDMA_PROGRESS", "")
+    if switch in ("0", "1"):
+        return switch == "1"
+    stream = stream if stream is not None else sys.stderr
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def note(message: str) -> None:
-    """One line on stderr saying what a slow step is doing (nothing if switched off or gone)."""
-    if os.environ.get("ANE_KDMA_PROGRESS", "") == "0":
+    """One line on stderr saying what a slow step is doing (see :func:`notes_wanted`)."""
+    if not notes_wanted():
         return
     text = f"{PREFIX}{' '.join(message.split())}"  # one line, whatever it was given
     try:
@@ -93,12 +107,12 @@ def bar(
 ) -> Iterator[_Bar | _Quiet]:
     """A bar of `total` steps on stderr (or a do-nothing one); ``.update(n)`` advances it.
 
-    Without a bar (stderr not a terminal), work still running after SLOW_S
-    says once what it is, so a log shows what a long wait was; quiet (the
-    CLI's --json) shows neither.
+    Without a bar (ANE_KDMA_PROGRESS=1 and stderr not a terminal), work still
+    running after SLOW_S says once what it is, so a log shows what a long
+    wait was; quiet (the CLI's --json) shows neither.
     """
     if total < MIN_ITEMS or not wanted(quiet):
-        if quiet or total < MIN_ITEMS:  # quiet: --json, scripted; stderr stays as it was
+        if quiet or total < MIN_ITEMS or not notes_wanted():  # quiet: --json, scripted
             yield _Quiet()
             return
         with announce_after(SLOW_S, f"running {total} {what} ({desc}); still working"):
