@@ -443,7 +443,8 @@ def run_many(
                 bar.update(len(unique))
             else:  # in pieces, so the bar moves
                 res = []
-                for chunk in _chunks(list(range(len(unique))), 32, contiguous=True):
+                pieces = -(-len(unique) // progress.CHUNK_WORKLOADS)  # workload granularity
+                for chunk in _chunks(list(range(len(unique))), pieces, contiguous=True):
                     part = [unique[i] for i in chunk]
                     res += get_engine(engine).run_many(hypothesis, chip, part)
                     bar.update(len(part))
@@ -482,22 +483,30 @@ def _pooled(
 
     from ane_kdma import progress
 
-    chunks = _chunks(list(range(len(workloads))), jobs * per_job)
+    # a bar moves at chunk granularity: where calls are cheap, chunks of a few workloads
+    n_chunks = jobs * per_job
+    if per_job > 1 and progress.wanted(quiet):
+        n_chunks = max(n_chunks, -(-len(workloads) // progress.CHUNK_WORKLOADS))
+    chunks = _chunks(list(range(len(workloads))), n_chunks)
     out: list[Result | None] = [None] * len(workloads)
     workers = min(jobs, len(chunks))
     with (
         progress.bar(len(workloads), f"{engine} {hypothesis.name} x{workers}", quiet) as bar,
         ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool,
     ):
-        futs = {
-            pool.submit(run_chunk, engine, hypothesis, chip, [workloads[i] for i in c]): c
-            for c in chunks
-        }
-        for fut in as_completed(futs):
-            c = futs[fut]
-            for i, r in zip(c, fut.result(), strict=True):
-                out[i] = r
-            bar.update(len(c))
+        try:
+            futs = {
+                pool.submit(run_chunk, engine, hypothesis, chip, [workloads[i] for i in c]): c
+                for c in chunks
+            }
+            for fut in as_completed(futs):
+                c = futs[fut]
+                for i, r in zip(c, fut.result(), strict=True):
+                    out[i] = r
+                bar.update(len(c))
+        except BaseException:  # Ctrl-C, SIGTERM, a failed chunk: stop now, not after the queue
+            progress.stop_pool(pool)
+            raise
     return [r for r in out if r is not None]
 
 

@@ -16,13 +16,19 @@ the strongest one.
 
 The default engine is the analytic model (a 256-point sweep in well under a
 second); any engine of the contract's registry can run it (``model``, ``rtl``),
-one workload per size on every core of the chip.
+one workload per size on every core of the chip. The notch overlay and Table B
+do not depend on the swept range, so they run on their own engine (analytic
+unless asked): a narrow sweep on the RTL costs its own points only.
+
+A sweep narrower than MIN_LAPS laps cannot show the lap's wavelength (what
+peaks there is a harmonic of a notch); its verdict then names the deepest
+notch it saw (D and depth) instead of a wavelength, and never calls it flat.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,10 @@ NOTCH_STEP = 8  # overlay x step, lines (a D step of 1 at N = 4096)
 MAX_POINTS = 100_000
 PAD = 8  # zero-padding factor of the spectrum
 FLAT_FRACTION = 1e-3  # a notch signal below 0.1% of the throughput is no notch
+#: a sweep spanning fewer laps than this shows no wavelength: the spectrum looks only at
+#: wavelengths that repeat twice, so near two laps the lap's line is at its edge and a
+#: harmonic wins (at 2.03 laps, 1024; from 2.5 laps, 2048 on every reading)
+MIN_LAPS = 2.5
 
 
 @dataclass
@@ -58,10 +68,31 @@ class Sweep:
 
 
 @dataclass
+class Notch:
+    """The deepest notch a sweep saw: where, and how far below the trend around it."""
+
+    d: int
+    depth: float  # fraction of the trend's GB/s lost at d
+
+
+@dataclass
 class Spectrum:
     wavelength: np.ndarray  # in D, one per rfft bin above DC
     magnitude: dict[str, np.ndarray]
-    dominant: dict[str, float | None]  # None: a flat signal, no line at all
+    dominant: dict[str, float | None]  # None: flat, or no line the sweep can resolve
+    notch: dict[str, Notch | None] = field(default_factory=dict)  # None: flat, no notch
+    lap_d: float = 0.0  # one lap of the ring, in D (a wavelength needs two inside the sweep)
+
+    def verdict(self, name: str) -> str:
+        """What the sweep says of one variant, in words (the CLI and the plot use it)."""
+        dom, notch = self.dominant[name], self.notch.get(name)
+        if dom is not None:
+            return f"dominant wavelength {dom:.0f} in D"
+        if notch is None:
+            return "flat: no notch"
+        where = f"notch at D = {notch.d}, {100 * notch.depth:.0f}% deep"
+        need = MIN_LAPS * self.lap_d
+        return f"{where}; too narrow for a wavelength (needs {need:.0f} in D)"
 
 
 @dataclass
@@ -143,7 +174,9 @@ def spectrum(sweep: Sweep, chip: Chip) -> Spectrum:
     freq = np.fft.rfftfreq(size, d=step)
     keep = freq * count * step >= 2  # at least two periods inside the sweep
     wavelength = 1.0 / freq[keep]
-    mags, dom = {}, {}
+    mags: dict[str, np.ndarray] = {}
+    dom: dict[str, float | None] = {}
+    notches: dict[str, Notch | None] = {}
     page = chip.geometry.prefetch_max_lines
     for name, y in sweep.gbps.items():
         sig = notch_signal(y, step, sweep.n, page, chip.line_bytes, chip.cores)
@@ -151,7 +184,25 @@ def spectrum(sweep: Sweep, chip: Chip) -> Spectrum:
         mags[name] = mag
         flat = np.abs(sig).max() <= FLAT_FRACTION * np.abs(y).max()
         dom[name] = None if flat else dominant_wavelength(wavelength, mag)
-    return Spectrum(wavelength, mags, dom)
+        notches[name] = None if flat else deepest_notch(sweep.d, y, sig)
+    lap = lap_d(chip, sweep.n)
+    if count * step < MIN_LAPS * lap:  # the lap's line sits at the spectrum's edge, or past
+        dom = dict.fromkeys(dom)  # it: what peaks there is a harmonic of a notch, not a period
+    return Spectrum(wavelength, mags, dom, notches, lap)
+
+
+def lap_d(chip: Chip, n: int) -> float:
+    """One lap of the ring (ring lines per core) in D at this N: the notches' spacing."""
+    return chip.ring_lines * chip.line_bytes * chip.cores / (n * 2)
+
+
+def deepest_notch(d: np.ndarray, y: np.ndarray, sig: np.ndarray) -> Notch | None:
+    """The D where the notch signal dips lowest, and the dip as a fraction of the trend there."""
+    i = int(np.argmin(sig))
+    trend = float(y[i] - sig[i])
+    if sig[i] >= 0 or trend <= 0:
+        return None  # a notch is a dip; a bump alone is not one
+    return Notch(int(d[i]), float(-sig[i] / trend))
 
 
 def dominant_wavelength(wavelength: np.ndarray, mag: np.ndarray) -> float | None:
@@ -241,19 +292,33 @@ def _style(name: str) -> dict[str, Any]:
     return dict(hyps.get(name).style)
 
 
+def _legend_below(fig: Any, handles: list[Any], labels: list[str], ncol: int = 3) -> None:
+    """One legend under the axes, so no legend ever covers a curve or a measured point."""
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize="small")
+
+
 def plot_sweep(sw: Sweep, chip: Chip, meas: Measurements | None) -> bytes:
+    return _png(sweep_figure(sw, chip, meas))
+
+
+def sweep_figure(sw: Sweep, chip: Chip, meas: Measurements | None) -> Any:
+    """GB/s against D over the swept range only, measured points inside it on top."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 5.5), layout="constrained")
+    fig = Figure(figsize=(11, 6), layout="constrained")
     ax = fig.add_subplot()
+    lo, hi = int(sw.d[0]), int(sw.d[-1])
     for name, y in sw.gbps.items():
         ax.plot(sw.d, y, label=f"model, {name}", **_style(name))
     if meas is not None and meas.table_a is not None and meas.table_a.n == sw.n:
         ta = meas.table_a
         g = meas.geo.aggregate_gbps(ta.bytes_per_core, ta.medians)
-        ax.plot(ta.d, g, "ko", ms=5, label="measured, Table A medians")
+        inside = (np.asarray(ta.d) >= lo) & (np.asarray(ta.d) <= hi)  # the swept range only
+        if inside.any():
+            d_in = np.asarray(ta.d)[inside]
+            ax.plot(d_in, np.asarray(g)[inside], "ko", ms=5, label="measured, Table A medians")
     points = [p for p in (meas.facts.shoulder, meas.facts.notch) if p is not None] if meas else []
-    points = [p for p in points if p.n == sw.n]
+    points = [p for p in points if p.n == sw.n and lo <= p.d <= hi]
     if points:
         ax.plot(
             [p.d for p in points],
@@ -264,10 +329,10 @@ def plot_sweep(sw: Sweep, chip: Chip, meas: Measurements | None) -> bytes:
             label="measured, D = " + " and ".join(str(p.d) for p in points),
         )
     ceiling = chip.ceiling_gbps
-    lap_d = chip.ring_lines * chip.line_bytes * chip.cores // (sw.n * 2)
     ax.axhline(ceiling, color="grey", ls=":", lw=1)
-    ax.text(sw.d[0], ceiling, " DRAM ceiling", va="bottom", color="grey")
-    ax.set_xlabel(f"D (input channels), N = {sw.n}; one lap = {lap_d} in D")
+    ax.text(lo, ceiling, " DRAM ceiling", va="bottom", color="grey")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel(f"D (input channels), N = {sw.n}; one lap = {lap_d(chip, sw.n):g} in D")
     ax.set_ylabel(f"aggregate throughput, {chip.cores} cores (GB/s)")
     ax.set_title(
         f"Throughput against D at N = {sw.n}: buggy hypotheses and the fix "
@@ -275,19 +340,17 @@ def plot_sweep(sw: Sweep, chip: Chip, meas: Measurements | None) -> bytes:
     )
     ax.set_ylim(0, ceiling * 1.08)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower center", ncol=2)
-    return _png(fig)
+    _legend_below(fig, *ax.get_legend_handles_labels())
+    return fig
 
 
 def plot_spectrum(sp: Spectrum, sw: Sweep) -> bytes:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 5.5), layout="constrained")
+    fig = Figure(figsize=(11, 6), layout="constrained")
     ax = fig.add_subplot()
     for name, mag in sp.magnitude.items():
-        dom = sp.dominant[name]
-        tag = f"dominant {dom:.0f}" if dom is not None else "flat: no notch"
-        ax.plot(sp.wavelength, mag, label=f"{name} ({tag})", **_style(name))
+        ax.plot(sp.wavelength, mag, label=f"{name}: {sp.verdict(name)}", **_style(name))
     marked = {v for v in sp.dominant.values() if v is not None}
     for v in sorted(marked):
         ax.axvline(v, color="k", ls=":", lw=1)
@@ -318,7 +381,7 @@ def plot_spectrum(sp: Spectrum, sw: Sweep) -> bytes:
         f"{sw.d[-1]} step {sw.d[1] - sw.d[0]}"
     )
     ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="upper left")
+    _legend_below(fig, *ax.get_legend_handles_labels(), ncol=1)
     return _png(fig)
 
 
@@ -351,7 +414,7 @@ def plot_overlay(ov: Overlay, chip: Chip, meas: Measurements | None = None) -> b
     from matplotlib.figure import Figure
 
     names = list(ov.excess_us)
-    fig = Figure(figsize=(13, 4.5 * len(names)), layout="constrained")
+    fig = Figure(figsize=(13, 4.5 * len(names) + 0.8), layout="constrained")
     axes = fig.subplots(len(names), 2, sharex=True, squeeze=False)
     cmap = colormaps["viridis"]
     for row, name in enumerate(names):
@@ -398,14 +461,13 @@ def plot_overlay(ov: Overlay, chip: Chip, meas: Measurements | None = None) -> b
                 lw=1,
                 label=f"measured slope {kf.slope_per_lap.value:g} µs/line per lap, |x| <= 128",
             )
-        if pts:  # the measured marks only: the laps' legend is on the right
-            marks = [
-                (h, lab)
-                for h, lab in zip(*ax.get_legend_handles_labels(), strict=True)
-                if lab.startswith("measured")
-            ]
-            ax.legend(*zip(*marks, strict=True), fontsize="x-small", loc="upper right")
-    axes[0, 1].legend(ncol=2, fontsize="small", title="lap")
+    # one legend under the panels: the laps, then the measured marks (the same on every row)
+    handles, labels = axes[0, 1].get_legend_handles_labels()
+    for h, lab in zip(*axes[0, 0].get_legend_handles_labels(), strict=True):
+        if lab.startswith("measured"):
+            handles.append(h)
+            labels.append(lab)
+    _legend_below(fig, handles, labels, ncol=6)
     fig.suptitle(
         f"Notch overlay, k = {ov.laps[0]}..{ov.laps[-1]}, one row per buggy hypothesis "
         f"(chip {chip.name}, profile {chip.profile.name}; dotted: x = +-{ov.page})"
@@ -413,15 +475,51 @@ def plot_overlay(ov: Overlay, chip: Chip, meas: Measurements | None = None) -> b
     return _png(fig)
 
 
+def validate_band(table: str) -> float:
+    """validate's relative tolerance for a Table A or Table B row, read where validate keeps it.
+
+    Why one function: the plots draw the band validate judges by, so the figure
+    and the verdict cannot disagree; if validate's tolerances move, only this
+    reads them.
+    """
+    from ane_kdma.validate import specs
+
+    return {"a": specs.TABLE_A_TOL, "b": specs.TABLE_B_TOL}[table]
+
+
+def table_a_left_out(sw: Sweep, chip: Chip, meas: Measurements | None) -> str | None:
+    """Why table_a.* cannot be drawn from this sweep, or None when it can."""
+    ta = meas.table_a if meas is not None else None
+    if ta is None:
+        return f"chip {chip.name} has no Table A"
+    if ta.n != sw.n:
+        return f"Table A is at N = {ta.n}, the sweep at N = {sw.n}"
+    swept = set(sw.d.tolist())
+    missing = [d for d in ta.d if d not in swept]
+    if missing:
+        shown = ", ".join(str(d) for d in missing[:2]) + (", ..." if len(missing) > 2 else "")
+        swept_text = f"D = {sw.d[0]}..{sw.d[-1]} step {sw.d[1] - sw.d[0]}"
+        return f"the sweep ({swept_text}) misses Table A's D = {shown}"
+    return None
+
+
+def table_b_left_out(sw: Sweep, chip: Chip, meas: Measurements | None) -> str | None:
+    """Why table_b.* cannot be drawn for this sweep, or None when it can."""
+    tb = meas.table_b if meas is not None else None
+    if tb is None:
+        return f"chip {chip.name} has no Table B"
+    if tb.n != sw.n:
+        return f"Table B is at N = {tb.n}, the sweep at N = {sw.n}"
+    return None
+
+
 def _table_a_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str, bytes]:
     """Table A modeled against measured, with residuals (when the chip has a Table A at this N)."""
-    if meas is None or meas.table_a is None or meas.table_a.n != sw.n:
+    ta = meas.table_a if meas is not None else None
+    if meas is None or ta is None or table_a_left_out(sw, chip, meas) is not None:
         return {}
-    ta = meas.table_a
     h = chip.profile.hypothesis
-    idx = [int(np.flatnonzero(sw.d == d)[0]) for d in ta.d if d in set(sw.d.tolist())]
-    if len(idx) != len(ta.d):
-        return {}
+    idx = [int(np.flatnonzero(sw.d == d)[0]) for d in ta.d]
     model = sw.time_us[h][idx]
     med = ta.medians
     reps = np.array(list(ta.replicas.values()))
@@ -434,13 +532,17 @@ def _table_a_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str
 
 
 def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -> bytes:
+    return _png(table_a_figure(sw, chip, meas, model))
+
+
+def table_a_figure(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -> Any:
     """Top: every replica, the median and the model; bottom: residuals against the median."""
     from matplotlib.figure import Figure
 
     ta = meas.table_a
     assert ta is not None  # drawn only when the chip's data has Table A
     h = chip.profile.hypothesis
-    fig = Figure(figsize=(10, 7), layout="constrained")
+    fig = Figure(figsize=(10, 7.6), layout="constrained")
     top, bot = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     lo, hi = int(ta.d[0]) - 64, int(ta.d[-1]) + 64
     sel = (sw.d >= lo) & (sw.d <= hi)
@@ -453,9 +555,9 @@ def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -
     top.set_ylabel("time (µs)")
     top.set_title(f"Table A at N = {ta.n}: modeled against measured ({sw.engine} engine)")
     top.grid(alpha=0.3)
-    top.legend(fontsize="small")
     res = 100 * (model - ta.medians) / ta.medians
-    bot.axhspan(-5, 5, color="tab:green", alpha=0.12, label="+-5% (validate's band)")
+    band = 100 * validate_band("a")
+    bot.axhspan(-band, band, color="tab:green", alpha=0.12, label=f"+-{band:g}% (validate's band)")
     bot.bar(ta.d, res, width=40, color="tab:gray")
     for d, r in zip(ta.d, res, strict=True):
         bot.annotate(f"{r:+.1f}%", (d, r), ha="center", va="bottom" if r >= 0 else "top")
@@ -463,14 +565,25 @@ def plot_table_a(sw: Sweep, chip: Chip, meas: Measurements, model: np.ndarray) -
     bot.set_ylabel("residual vs median (%)")
     bot.set_xlabel(f"D (input channels), N = {ta.n}")
     bot.grid(alpha=0.3)
-    bot.legend(fontsize="small", loc="lower right")
-    return _png(fig)
+    handles, labels = top.get_legend_handles_labels()
+    for h, lab in zip(*bot.get_legend_handles_labels(), strict=True):
+        handles.append(h)
+        labels.append(lab)
+    _legend_below(fig, handles, labels)
+    return fig
 
 
-def _table_b_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str, bytes]:
-    """Table B modeled against measured (issue 16): unsplit, chunked and the speedup per size."""
-    if meas is None or meas.table_b is None or meas.table_b.n != sw.n:
+def _table_b_files(
+    sw: Sweep, chip: Chip, meas: Measurements | None, engine: str | None = None
+) -> dict[str, bytes]:
+    """Table B modeled against measured: unsplit, chunked and the speedup per size.
+
+    On `engine` (the sweep's unless given): Table B's sizes are its own, not the
+    swept range's, so the CLI runs it on the overlay's engine.
+    """
+    if meas is None or meas.table_b is None or table_b_left_out(sw, chip, meas) is not None:
         return {}
+    engine = engine or sw.engine
     tb = meas.table_b
     lb = chip.line_bytes
     h = hyps.get(chip.profile.hypothesis)
@@ -481,7 +594,7 @@ def _table_b_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str
             Workload.from_size(r.bytes_per_core, chip.cores, 1, lb),
             Workload.from_chunks(chunks, chip.cores, lb),
         ]
-    res = contract.run_many(sw.engine, h, chip, loads)
+    res = contract.run_many(engine, h, chip, loads)
     whole = np.array([x.gbps for x in res[0::2]])
     chunked = np.array([x.gbps for x in res[1::2]])
     mib = np.array([r.bytes_per_core / (1 << 20) for r in tb.rows])
@@ -511,7 +624,7 @@ def _table_b_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str
     fmt = ["{}", "{:g}"] + ["{:.3f}"] * 6
     return {
         "table_b.csv": _csv(header, cols, fmt),
-        "table_b.png": plot_table_b(chip, meas, mib, (whole, chunked, chunked / whole), sw.engine),
+        "table_b.png": plot_table_b(chip, meas, mib, (whole, chunked, chunked / whole), engine),
     }
 
 
@@ -523,14 +636,15 @@ def plot_table_b(
     engine: str,
 ) -> bytes:
     """Unsplit, chunked and the speedup against MiB per core: the model, the published figures,
-    and the 3% band validate states beside each."""
+    and the band validate judges each by (:func:`validate_band`)."""
     from matplotlib.figure import Figure
 
     tb = meas.table_b
     assert tb is not None  # drawn only when the chip's data has Table B
     p = chip.profile
-    fig = Figure(figsize=(13, 4.5), layout="constrained")
+    fig = Figure(figsize=(13, 5), layout="constrained")
     axes = fig.subplots(1, 3)
+    band = validate_band("b")
     panels = (
         ("unsplit (one task per core)", "GB/s", "unsplit"),
         (f"{tb.chunk_bytes >> 10} KiB chunks", "GB/s", "chunked"),
@@ -540,11 +654,11 @@ def plot_table_b(
         measured = np.array([getattr(r, key).value for r in tb.rows])
         ax.fill_between(
             mib,
-            measured * 0.97,
-            measured * 1.03,
+            measured * (1 - band),
+            measured * (1 + band),
             color="tab:green",
             alpha=0.15,
-            label="measured +-3%",
+            label=f"measured +-{100 * band:g}% (validate's band)",
         )
         ax.plot(mib, measured, "ks", mfc="none", ms=8, label="measured (Table B)")
         ax.plot(mib, m, "o-", color="tab:red", label=f"model, {p.hypothesis} x {p.mechanism}")
@@ -561,24 +675,53 @@ def plot_table_b(
         ax.set_xlabel(f"MiB per core (N = {tb.n}, D = 2048 per MiB)")
         ax.set_ylabel(unit)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="lower right")
+    _legend_below(fig, *axes[0].get_legend_handles_labels())
     fig.suptitle(f"Table B: modeled against measured (chip {chip.name}, {engine} engine)")
     return _png(fig)
 
 
+def left_out(
+    sw: Sweep, chip: Chip, meas: Measurements | None, ov: Overlay | None
+) -> dict[str, str]:
+    """Each file set write_all leaves out, and why (the CLI says so on stderr)."""
+    why = {
+        "notch_overlay.*": None
+        if ov is not None
+        else "the overlay was not asked for (--no-overlay)",
+        "table_a.*": table_a_left_out(sw, chip, meas),
+        "table_b.*": table_b_left_out(sw, chip, meas),
+    }
+    return {name: reason for name, reason in why.items() if reason is not None}
+
+
 def write_all(
-    out: Path, sw: Sweep, sp: Spectrum, ov: Overlay, chip: Chip, meas: Measurements | None
+    out: Path,
+    sw: Sweep,
+    sp: Spectrum,
+    ov: Overlay | None,
+    chip: Chip,
+    meas: Measurements | None,
+    extras_engine: str | None = None,
 ) -> list[Path]:
-    """Every output file, written as one set: the new files appear together, or none do."""
+    """Every output file, written as one set: the new files appear together, or none do.
+
+    `ov` None: no overlay files. `extras_engine`: the engine Table B runs on
+    (the sweep's if None).
+    """
     check_dir_target(out)
+    overlay_files = {}
+    if ov is not None:
+        overlay_files = {
+            "notch_overlay.csv": overlay_csv(ov),
+            "notch_overlay.png": plot_overlay(ov, chip, meas),
+        }
     files = {
         "sweep.csv": sweep_csv(sw),
         "spectrum.csv": spectrum_csv(sp),
-        "notch_overlay.csv": overlay_csv(ov),
         "sweep_gbps.png": plot_sweep(sw, chip, meas),
         "sweep_fft.png": plot_spectrum(sp, sw),
-        "notch_overlay.png": plot_overlay(ov, chip, meas),
+        **overlay_files,
         **_table_a_files(sw, chip, meas),
-        **_table_b_files(sw, chip, meas),
+        **_table_b_files(sw, chip, meas, extras_engine),
     }
     return write_set(out, files)

@@ -1,4 +1,4 @@
-"""The `ane-kdma` command line: predict, plan, llm, replay, erratum, validate, sweep, calibrate.
+"""The `ane-kdma` command line: one sub-command per question (COMMAND_NAMES lists them).
 
 Every sub-command prints a table, or exactly one JSON document with --json,
 and takes --chip NAME|DIR (m3 by default). Bad input gets one line on stderr
@@ -45,8 +45,15 @@ def commands() -> tuple[ModuleType, ...]:
 def build_parser() -> Any:  # -> common.Parser (imported lazily)
     from ane_kdma.cli.common import Parser
 
-    p = Parser(prog="ane-kdma", description=(__doc__ or "").split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    p = Parser(
+        prog="ane-kdma",
+        description="An executable model of the Apple M3 Neural Engine's kernel-DMA 1 MiB "
+        "erratum, and a planner that keeps weights out of its notch. 'ane-kdma COMMAND --help' "
+        "describes each command.",
+    )
+    sub = p.add_subparsers(
+        dest="command", required=True, parser_class=Parser, metavar="COMMAND", title="commands"
+    )
     for cmd in commands():
         cmd.register(sub)
     return p

@@ -71,6 +71,53 @@ def check_at_most(value: int, limit: int, option: str, why: str) -> None:
 positive = arg(positive_int)
 integer = arg(parse_int)
 
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+_SIZE = re.compile(r"([0-9][0-9_]*(?:\.[0-9_]+)?|0[xX][0-9a-fA-F_]+)\s*([a-zA-Z]*)")
+_DECIMAL_UNITS = {"k", "kb", "m", "mb", "g", "gb"}
+
+
+def parse_size(text: str) -> int:
+    """A size in bytes: an integer as parse_int takes it, or a number with KiB, MiB or GiB.
+
+    Why binary units only: "1MB" and "1M" are read as 10^6 or 2^20 by different
+    tools, and the erratum sits at exactly 2^20; an exponent ("1e6") is refused
+    with a hint rather than read as a float that may not be a whole size.
+    """
+    t = text.strip()
+    shown = t if len(t) <= 24 else t[:21] + "..."
+    hint = "write bytes as 1048576, 0x100000, 1MiB or 512KiB"
+    if len(t) > MAX_DIGITS:
+        raise InputError(f"not a size: {shown!r} ({hint})")
+    if _INT.fullmatch(t):
+        return parse_int(t)
+    m = _SIZE.fullmatch(t)
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        if m is not None and unit in _DECIMAL_UNITS:
+            hint = f"KB, MB and GB are ambiguous: {hint}"
+        elif re.fullmatch(r"[+-]?[0-9.]+[eE][+-]?[0-9]+", t):
+            hint = f"no exponents: {hint}"
+        raise InputError(f"not a size: {shown!r} ({hint})")
+    from fractions import Fraction
+
+    number = m.group(1).replace("_", "")
+    value = Fraction(int(number, 16)) if number[:2].lower() == "0x" else Fraction(number)
+    value *= _UNITS[unit]
+    if value.denominator != 1:
+        raise InputError(f"not a whole number of bytes: {shown!r}")
+    return int(value)
+
+
+def positive_size(text: str) -> int:
+    value = parse_size(text)
+    if value <= 0:
+        raise InputError(f"must be positive: {text.strip()}")
+    return value
+
+
+size = arg(positive_size)
+SIZE_HELP = "bytes: 1048576, 0x100000, 1MiB or 512KiB"
+
 
 def _variant(text: str) -> hyps.Hypothesis | str:
     """A hypothesis, or "buggy" kept as a name until :func:`load_chip` asks the chip for it."""
@@ -160,6 +207,23 @@ def load_chip(args: argparse.Namespace) -> chips.Chip:
     if isinstance(getattr(args, "variant", None), str):
         args.variant = chip.variant(args.variant)  # "buggy": the reading its profile names
     return chip
+
+
+def header_text(title: str, chip: chips.Chip, engine: str | None, detail: str = "") -> str:
+    """The one line above a result: what ran, on which engine, chip and profile.
+
+    One helper so every result command names the three the same way (a figure
+    means nothing without them); `detail` adds what is particular to it.
+    """
+    p = chip.profile
+    where = f"{engine} engine, " if engine else ""
+    text = f"{title}: {where}chip {chip.name}, profile {p.name} ({p.hypothesis} x {p.mechanism})"
+    return f"{text}; {detail}" if detail else text
+
+
+def print_header(title: str, chip: chips.Chip, engine: str | None, detail: str = "") -> None:
+    """Print :func:`header_text` (text output only: a --json document carries no header)."""
+    print(header_text(title, chip, engine, detail))
 
 
 def print_table(rows: Sequence[dict[str, object]], keys: Sequence[str]) -> None:

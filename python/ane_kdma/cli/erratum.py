@@ -51,9 +51,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"engine": args.engine, "rows": rows}))
     else:
-        print(
-            f"kernel-DMA cycles per core, {args.engine} engine, chip {chip.name}, "
-            f"profile {chip.profile.name}"
-        )
+        common.print_header("erratum", chip, args.engine, "kernel-DMA cycles per core")
         common.print_table(rows, list(rows[0]))
     return 0

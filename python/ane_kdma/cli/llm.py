@@ -67,9 +67,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
         return 0
-    print(
-        f"{doc['label']}: {doc['dtype']}, {doc['variant']} hardware, chip {chip.name}, "
-        f"{doc['engine']} engine; the patch splits {args.scope} along {doc['axis']}"
+    common.print_header(
+        "llm",
+        chip,
+        str(doc["engine"]),
+        f"{doc['label']}, {doc['dtype']}, {doc['variant']} hardware; "
+        f"the patch splits {args.scope} along {doc['axis']}",
     )
     keys = ("tok_s_unsplit", "tok_s_split", "gbps_unsplit", "gbps_split")
     common.print_table([doc], keys)

@@ -105,10 +105,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([r.as_dict(args.explain) for r in rows]))
         return 0
     shards = f", LM heads in {args.lm_head_shards} shards" if args.lm_head_shards > 1 else ""
-    print(
-        f"split plan for {args.variant.name} hardware, chip {chip.name}, "
-        f"{rows[0].dtype}{shards}; cut along {args.axis}; times on the {rows[0].engine} engine "
-        f"(searched on {rows[0].search_engine}); chunks in bytes per core"
+    searched = rows[0].search_engine
+    searched = f"searched on {searched}; " if searched != rows[0].engine else ""
+    common.print_header(
+        "plan",
+        chip,
+        rows[0].engine,
+        f"{searched}{args.variant.name} hardware, {rows[0].dtype}{shards}, cut along {args.axis}; "
+        "chunks in bytes per core",
     )
     table = [{**r.as_dict(), "chunks": chunks_text(r.chunk_bytes_per_core)} for r in rows]
     common.print_table(table, TABLE)

@@ -62,16 +62,24 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"engine": args.engine, "profile": chip.profile.name, "dumps": rows}))
         return 0
-    keys = ["dump", "lines_per_core", "k", "x", "cores"]
-    keys += [f"{h.name}_{u}" for h in hyps.registry() for u in ("cycles", "gbps")]
-    keys += ["measured_gbps"]
-    shown = [{**r, "measured_gbps": r["measured_gbps"] or "-"} for r in rows]
     sources = sorted({f.source.where for f in _figures(meas) if f.source})
-    print(
-        f"replay on the {args.engine} engine, chip {chip.name}, profile {chip.profile.name}"
-        + (f"; measured: {', '.join(sources)}" if sources else "")
-    )
-    common.print_table(shown, keys)
+    common.print_header("replay", chip, args.engine, f"{len(rows)} dumps")
+    names = [h.name for h in hyps.registry()]
+    for unit, what in (("gbps", "GB/s of all cores"), ("cycles", "kernel-DMA cycles")):
+        print()
+        measured = f"; measured: {', '.join(sources)}" if unit == "gbps" and sources else ""
+        print(f"{what} per reading{measured}")
+        table = []
+        for r in rows:
+            shown: dict[str, object] = {"dump": r["dump"]}
+            if unit == "gbps":  # the task once, in the first table
+                shown |= {"lines": r["lines_per_core"], "k": r["k"], "x": r["x"]}
+                shown["cores"] = r["cores"]
+            shown |= {n: r[f"{n}_{unit}"] for n in names}
+            if unit == "gbps":
+                shown["measured"] = r["measured_gbps"] or "-"
+            table.append(shown)
+        common.print_table(table, list(table[0]))
     return 0
 
 

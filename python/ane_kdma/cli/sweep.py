@@ -29,6 +29,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--n", type=common.positive, default=4096, help="output channels N (4096)")
     common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default="analytic")
+    extras = sp.add_mutually_exclusive_group()
+    extras.add_argument(
+        "--overlay-engine",
+        default="analytic",
+        type=common.engine,
+        metavar="E",
+        help="engine for the notch overlay (k = 1..8: 1,032 runs of every core per reading) "
+        "and Table B, which do not depend on --d-min/--d-max (analytic)",
+    )
+    extras.add_argument(
+        "--no-overlay",
+        action="store_true",
+        help="leave the notch overlay out (notch_overlay.*)",
+    )
     sp.set_defaults(func=run)
 
 
@@ -46,23 +60,29 @@ def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
     with contract.options(**common.run_options(args)):  # --jobs, --scheduler
         sw = sw_mod.compute_sweep(chip, args.d_min, args.d_max, args.d_step, args.n, args.engine)
-        ov = sw_mod.overlay(chip, args.engine)
-    sp = sw_mod.spectrum(sw, chip)
-    paths = sw_mod.write_all(Path(args.out), sw, sp, ov, chip, chip.measured)
+        ov = None if args.no_overlay else sw_mod.overlay(chip, args.overlay_engine)
+        sp = sw_mod.spectrum(sw, chip)
+        paths = sw_mod.write_all(
+            Path(args.out), sw, sp, ov, chip, chip.measured, args.overlay_engine
+        )
+    for name, why in sw_mod.left_out(sw, chip, chip.measured, ov).items():
+        common.say(f"{name} left out: {why}")
     summary = {
         "out": str(args.out),
         "files": [str(p) for p in paths],
         "engine": sw.engine,
         "points": int(sw.d.size),
+        "overlay_engine": None if ov is None else args.overlay_engine,
         "dominant_wavelength_d": sp.dominant,
+        "verdict": {name: sp.verdict(name) for name in sp.dominant},
         "min_gbps": {k: round(float(v.min()), 3) for k, v in sw.gbps.items()},
         "max_gbps": {k: round(float(v.max()), 3) for k, v in sw.gbps.items()},
     }
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"wrote {len(paths)} files to {args.out}/ ({sw.engine} engine, {sw.d.size} points)")
-        for name, dom in sp.dominant.items():
-            text = f"{dom:.0f} in D" if dom is not None else "none (flat: no notch)"
-            print(f"  {name:<8} dominant wavelength {text}")
+        common.print_header("sweep", chip, sw.engine, f"{sw.d.size} points")
+        print(f"wrote {len(paths)} files to {args.out}/")
+        for name in sp.dominant:
+            print(f"  {name:<8} {sp.verdict(name)}")
     return 0

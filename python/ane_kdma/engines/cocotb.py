@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from ane_kdma import progress
 from ane_kdma.chip import Chip
 from ane_kdma.contract import CoreCounters, Counters, Result, Workload
 from ane_kdma.errors import InputError
@@ -63,6 +64,9 @@ def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, in
     return params
 
 
+BUILD_ESTIMATE = "about 60 s on 2 CPUs, once"  # the first --engine cocotb build, measured
+
+
 class CocotbEngine:
     name = "cocotb"
     exact = True
@@ -89,6 +93,11 @@ class CocotbEngine:
             by_cores.setdefault(len(w.cores), []).append(i)
         for cores, idx in by_cores.items():
             batch = [workloads[i] for i in idx]
+            progress.note(
+                f"running {len(batch)} workload{'s' * (len(batch) != 1)} of {cores} cores "
+                "on the RTL under cocotb "
+                f"({sim}, {hypothesis.name}); a first run builds the testbench ({BUILD_ESTIMATE})"
+            )
             with tempfile.TemporaryDirectory(prefix="ane-kdma-") as tmp:
                 job, res = Path(tmp) / "job.json", Path(tmp) / "out.json"
                 job.write_text(json.dumps(job_document(chip, batch)))

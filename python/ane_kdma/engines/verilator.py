@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ane_kdma import progress
 from ane_kdma.chip import Chip
 from ane_kdma.contract import CoreCounters, Counters, Result, Workload
 from ane_kdma.engines.cocotb import build_params, check_chip
@@ -273,13 +274,18 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
             *map(str, wrapper),
             str(HARNESS),
         ]
+        progress.note(
+            f"building the RTL harness ({hypothesis.name}, {cores} cores) once: about "
+            f"{BUILD_ESTIMATE}; later runs reuse it"
+        )
         try:
-            out = subprocess.run(
-                cmd, env=tc.env(), capture_output=True, text=True, check=False, timeout=1800
-            )
+            out = _build_process(cmd, tc.env())
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise HarnessBuildError(f"verilator cannot run: {exc}") from None
+        except BaseException:  # Ctrl-C, SIGTERM, the timeout: no half-built folder left
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         if out.returncode != 0 or not (tmp / EXE).is_file():
             (root / f"{final.name}.log").write_text(out.stdout + out.stderr)
             shutil.rmtree(tmp, ignore_errors=True)
@@ -292,6 +298,38 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
             shutil.rmtree(final)
         tmp.rename(final)
     return exe
+
+
+BUILD_ESTIMATE = "90 s on 2 CPUs"  # the first --engine rtl build, measured (ccache cold)
+
+
+def _build_process(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the Verilator build in its own process group, and end the whole group on the way out.
+
+    Why: verilator runs make, which runs the compilers; ending verilator alone
+    (what subprocess.run does on Ctrl-C) would leave them compiling.
+    """
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=1800)
+    except BaseException:
+        _end_group(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def _end_group(proc: subprocess.Popen[str]) -> None:
+    """Kill a process and its group (started with start_new_session), then reap it."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):  # gone already, or no process groups here
+        proc.kill()
+    proc.wait()
 
 
 def _first_error(log: str) -> str:
@@ -383,6 +421,9 @@ def run_jobs(
             got.append(parse_line(line, cores))
             if on_done is not None:
                 on_done(1)
+    except BaseException:  # Ctrl-C: end the harness now, not after the jobs it was fed
+        proc.kill()
+        raise
     finally:
         status = proc.wait()
         for t in threads:

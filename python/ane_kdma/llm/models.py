@@ -121,11 +121,14 @@ def load_models(path: Path | None = None) -> dict[str, ModelConfig]:
 
 
 def get_model(name: str) -> ModelConfig:
+    """A bundled model by name, in any case: users type "Llama-3.2-1B" as Hugging Face spells it."""
     models = load_models()
-    if name not in models:
+    by_folded = {key.casefold(): cfg for key, cfg in models.items()}
+    found = by_folded.get(name.strip().casefold())
+    if found is None:
         shown = name if len(name) <= 40 else name[:37] + "..."
         raise InputError(f"unknown model {shown!r} (ane-kdma llm --list names them)")
-    return models[name]
+    return found
 
 
 # ---------------------------------------------------------------- Hugging Face configs
