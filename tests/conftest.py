@@ -144,18 +144,18 @@ _RUNS: dict[tuple[str, str, str, tuple[object, ...]], list[object]] = {}
 
 @contextlib.contextmanager
 def _runs_shared() -> Iterator[None]:
-    """contract.run_many memoised on (engine, hypothesis, chip, workloads) while the block
+    """runner.run_many memoised on (engine, hypothesis, chip, workloads) while the block
     runs: the engines are deterministic (their exactness is tested on its own), so the
     same workloads on the same chip give the same results. Not on a Dask cluster (there
     the point is the cluster)."""
-    from ane_kdma import contract
+    from ane_kdma import runner
 
-    real = contract.run_many
+    real = runner.run_many
 
     def run_many(
         engine: str, hypothesis: object, chip: object, workloads: Any, jobs: int | None = None
     ) -> list[object]:
-        if contract.current_options().cluster is not None:
+        if runner.current_options().cluster is not None:
             return real(engine, hypothesis, chip, workloads, jobs)  # type: ignore[arg-type]
         key = (engine, repr(hypothesis), repr(chip), tuple(workloads))
         if key not in _RUNS:
@@ -163,7 +163,7 @@ def _runs_shared() -> Iterator[None]:
         return list(_RUNS[key])  # Result is frozen: a new list is enough
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(contract, "run_many", run_many)
+        mp.setattr(runner, "run_many", run_many)
         yield
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
@@ -51,8 +51,8 @@ def _check(
 ) -> None:
     lb = chip.line_bytes
     loads = [Workload.from_size(n * lb, 1, split, lb) for n in sizes]
-    exact = np.array([r.cycles for r in contract.run_many("model", h, chip, loads)])
-    fast = np.array([r.cycles for r in contract.run_many("analytic", h, chip, loads)])
+    exact = np.array([r.cycles for r in runner.run_many("model", h, chip, loads)])
+    fast = np.array([r.cycles for r in runner.run_many("analytic", h, chip, loads)])
     err = np.abs(fast - exact) / exact
     worst = int(np.argmax(err))
     assert err[worst] <= tol, (
@@ -112,7 +112,7 @@ def test_settings_grid_is_the_engines_formula() -> None:
     assert CHIP.settings.dwarm  # and its demand warm-up
     n = np.array([100, 4096, RING - 300, RING - 100, RING, RING + 100, 3 * RING, 5 * RING + 7])
     for h in (h for h in hyps.buggy() if h.static):
-        want = [r.cycles for r in contract.run_many("analytic", h, CHIP, [_one(x) for x in n])]
+        want = [r.cycles for r in runner.run_many("analytic", h, CHIP, [_one(x) for x in n])]
         got = _grid(CHIP, h.credit_array(CHIP.geometry, n), n)
         assert got.tolist() == want
 
@@ -179,9 +179,7 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
     notch = np.array(NOTCH)
     credit = h.credit_array(CHIP.geometry, notch)
     assert np.all(credit == 0)
-    want = np.array(
-        [r.cycles for r in contract.run_many("model", h, chip, [_one(x) for x in notch])]
-    )
+    want = np.array([r.cycles for r in runner.run_many("model", h, chip, [_one(x) for x in notch])])
     got = _grid(chip, credit, notch)
     assert np.abs(got - want).max() <= 2, (want.tolist(), got.tolist())
     # what calibration searches over is the engine's formula, with the warm-up too
@@ -192,7 +190,7 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
     cf = h.credit_array(CHIP.geometry, full)
     assert np.all(cf > 0)
     assert _grid(chip, cf, full).tolist() == _grid(chip, cf, full, warm=False).tolist()
-    want_full = [r.cycles for r in contract.run_many("model", h, chip, [_one(x) for x in full])]
+    want_full = [r.cycles for r in runner.run_many("model", h, chip, [_one(x) for x in full])]
     assert _grid(chip, cf, full).tolist() == want_full
 
 
@@ -226,7 +224,7 @@ def _groups(vx: list[int], tables: bool) -> dict[str, list[Workload]]:
 
 
 def _cycles(engine: str, h: hyps.Hypothesis, chip: chips.Chip, loads: list[Workload]) -> np.ndarray:
-    return np.array([r.cycles for r in contract.run_many(engine, h, chip, loads)])
+    return np.array([r.cycles for r in runner.run_many(engine, h, chip, loads)])
 
 
 @pytest.mark.parametrize(

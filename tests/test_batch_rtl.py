@@ -24,7 +24,7 @@ from dataclasses import replace
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract, knobs
+from ane_kdma import contract, knobs, runner
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Counters, Task, Workload
@@ -231,7 +231,7 @@ def test_batch_rtl_equals_cocotb() -> None:
         Workload.from_size((RING - 32) * LINE_BYTES, 16),
         _workload(rng, 16),
     ]
-    batch = contract.run_many("rtl", h, CHIP, loads, jobs=1)
+    batch = runner.run_many("rtl", h, CHIP, loads, jobs=1)
     coco = CocotbEngine(sim).run_many(h, CHIP, loads)
     for w, b, c in zip(loads, batch, coco, strict=True):
         assert b.counters == c.counters, f"{w}: batch {b.counters}, cocotb {c.counters}"

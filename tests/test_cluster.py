@@ -28,7 +28,7 @@ import pytest
 
 from ane_kdma import chip as chips
 from ane_kdma import cluster as cl
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma import sweep as sw
 from ane_kdma.cli import common, main
@@ -150,10 +150,10 @@ def test_a_sweep_on_the_cluster_equals_jobs_1(
     chip = CHIP if engine == "model" else one_core_chip
     if engine == "rtl":
         _need_rtl()
-    with contract.options(jobs=1):
+    with runner.options(jobs=1):
         here = sw.compute_sweep(chip, *SWEEP, engine)
-    with contract.options(scheduler=address) as opts:
-        assert opts.cluster is not None and opts.cluster.width() == 2
+    with cl.options(address) as on:
+        assert on is not None and on.width() == 2
         there = sw.compute_sweep(chip, *SWEEP, engine)
         held = [str(k) for k in local_cluster.scheduler.tasks]
     assert sum(k.startswith("Chip-") for k in held) == 1  # scattered once for the 4 calls
@@ -164,7 +164,7 @@ def test_a_sweep_on_the_cluster_equals_jobs_1(
         assert np.array_equal(here.time_us[name], there.time_us[name]), name
         assert np.array_equal(here.gbps[name], there.gbps[name]), name
     if engine == "rtl":  # and the exact engines agree
-        with contract.options(jobs=1):
+        with runner.options(jobs=1):
             model = sw.compute_sweep(chip, *SWEEP, "model")
         for name in here.time_us:
             assert np.array_equal(here.time_us[name], model.time_us[name]), name
@@ -188,12 +188,12 @@ def test_the_rtl_engine_on_workers_that_build_their_own_harness(
     _need_rtl()
     h = hyps.get(hyps.FIXED)
     loads = [w for w in _loads() if len(w.cores) == 1][:6]
-    here = contract.run_many("rtl", h, CHIP, loads, jobs=1)
-    with contract.options(scheduler=address):
-        there = contract.run_many("rtl", h, CHIP, loads)
+    here = runner.run_many("rtl", h, CHIP, loads, jobs=1)
+    with cl.options(address):
+        there = runner.run_many("rtl", h, CHIP, loads)
     assert there == here
     assert [r.counters for r in there] == [
-        r.counters for r in contract.run_many("model", h, CHIP, loads, jobs=1)
+        r.counters for r in runner.run_many("model", h, CHIP, loads, jobs=1)
     ]
     built = [p.name for p in harness_cache.iterdir() if (p / vb.EXE).is_file()]
     assert built and all(name.startswith(vb.TOP) for name in built), built
@@ -242,13 +242,13 @@ def test_calibrate_on_the_cluster_equals_jobs_1(
         _need_rtl()
         argv += ["--chip", str(one_core_chip.path)]
     ran: list[str] = []  # the engine of every run_many call, here and on the cluster
-    real = contract.run_many
+    real = runner.run_many
 
     def run_many(name: str, *args: Any, **kw: Any) -> list[contract.Result]:
         ran.append(name)
         return real(name, *args, **kw)
 
-    monkeypatch.setattr(contract, "run_many", run_many)
+    monkeypatch.setattr(runner, "run_many", run_many)
     s1, here, _ = _cli([*argv, "--out", str(tmp_path / "a.json"), "--jobs", "1"], capsys)
     s2, there, err = _cli(
         [*argv, "--out", str(tmp_path / "b.json"), "--scheduler", address], capsys
@@ -274,7 +274,8 @@ def test_the_environment_names_the_scheduler(
     argv = ["erratum", "--laps", "3", "--json"]
     s1, here, _ = _cli([*argv, "--jobs", "1"], capsys)
     monkeypatch.setenv(cl.ENV, address)
-    assert common.run_options(_no_options())["scheduler"] == address
+    assert common.scheduler_of(_no_options()) == address
+    assert common.run_options(_no_options())["connect"] is not None
     s2, there, err = _cli(argv, capsys)
     assert (s1, here) == (s2, there) and err == ""
 
@@ -356,10 +357,10 @@ def test_a_worker_that_keeps_dying_stops_the_command_in_one_line(
 
 def test_ctrl_c_cancels_the_work_on_the_cluster(address: str, local_cluster: Any) -> None:
     h = hyps.get("paged")
-    with contract.options(scheduler=address):
+    with cl.options(address):
         t = _when_busy(local_cluster, lambda _w: _thread.interrupt_main())
         with pytest.raises(KeyboardInterrupt):
-            contract.run_many("model", h, CHIP, _loads())
+            runner.run_many("model", h, CHIP, _loads())
         t.join(5)
     deadline = time.monotonic() + 30
     while local_cluster.scheduler.tasks and time.monotonic() < deadline:
@@ -370,10 +371,10 @@ def test_ctrl_c_cancels_the_work_on_the_cluster(address: str, local_cluster: Any
 def test_bad_input_met_on_a_worker_comes_back_as_one_input_error(address: str) -> None:
     calls: list[int] = []
     h = hyps.get(hyps.FIXED)
-    with contract.options(scheduler=address) as opts:
-        assert opts.cluster is not None
+    with cl.options(address) as on:
+        assert on is not None
         with pytest.raises(InputError, match="unknown engine 'no-such-engine'"):
-            opts.cluster.run("no-such-engine", h, CHIP, _loads(4), 1, calls.append)
+            on.run("no-such-engine", h, CHIP, _loads(4), 1, calls.append)
     assert calls == []
 
 
@@ -416,10 +417,11 @@ def test_a_bad_environment_value_is_one_line(
     assert status == 2 and out == "" and cl.ENV in _one_line(err)
     monkeypatch.setenv(cl.ENV, "  ")  # empty: unset, this machine
     assert common.run_options(_no_options()) == {
-        "jobs": contract.default_jobs(),
+        "jobs": runner.default_jobs(),
         "quiet": False,
-        "scheduler": None,
+        "connect": None,
     }
+    assert common.scheduler_of(_no_options()) is None
 
 
 def test_a_scheduler_that_does_not_answer_is_one_line_within_10_s(
@@ -505,8 +507,8 @@ def test_a_harness_cache_that_cannot_be_written_is_one_line(
 
 
 def test_jobs_with_a_scheduler_sets_the_chunks(address: str) -> None:
-    with contract.options(jobs=3, scheduler=address) as opts:
-        assert opts.cluster is not None and opts.cluster.width() == 3
+    with cl.options(address, jobs=3) as on:
+        assert on is not None and on.width() == 3
 
 
 def test_bench_runs_its_sweeps_on_the_cluster(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import runner
 from ane_kdma.cli import main
 from ane_kdma.errors import InputError
 from ane_kdma.hw import lap_and_offset
@@ -223,7 +223,7 @@ def test_never_no_split_where_a_simple_split_helps(text: str) -> None:
     groups = w.groups(CHIP.cores)
     half = groups // 2 * w.group_bits() // 8
     one, two = (workload(c, CHIP) for c in ([total], [half, total - half]))
-    t1, t2 = (r.time_us for r in contract.run_many(FAST, BUGGY, CHIP, [one, two]))
+    t1, t2 = (r.time_us for r in runner.run_many(FAST, BUGGY, CHIP, [one, two]))
     r = plan_weight(w, CHIP, BUGGY, FAST, "cout")
     if t2 < (1 - GAIN) * t1:
         assert r.affected and r.time_us_after <= t2 * (1 + TIE)

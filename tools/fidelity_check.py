@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 from ane_kdma import chip as chips  # noqa: E402
-from ane_kdma import contract  # noqa: E402
 from ane_kdma import hypotheses as hyps  # noqa: E402
+from ane_kdma import runner  # noqa: E402
 from ane_kdma.contract import Workload  # noqa: E402
 from ane_kdma.profile import Profile, load_profile  # noqa: E402
 from ane_kdma.stats import fit_line  # noqa: E402
@@ -78,7 +78,7 @@ def judge(chip: chips.Chip) -> list[Row]:
     results = {}
     for hyp in {m.name: m for m, _ in want}.values():
         loads = list(dict.fromkeys(w for m, w in want if m is hyp))
-        for w, r in zip(loads, contract.run_many("model", hyp, chip, loads), strict=True):
+        for w, r in zip(loads, runner.run_many("model", hyp, chip, loads), strict=True):
             results[(hyp.name, w)] = r
 
     def t(m: hyps.Hypothesis, w: Workload) -> float:

@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ane_kdma import analytic, contract, progress, validate
+from ane_kdma import analytic, contract, progress, runner, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import MEASURED_DIR, Chip, chips_dir
@@ -147,7 +147,7 @@ def check_chip(engine: str, chip: Chip) -> None:
 def engine_options(engine: str | None = None) -> Iterator[str]:
     """Within the block, the exact evaluations run on `engine` (None: as they were).
 
-    Why a context, as contract.options is for --jobs: the exact runs sit deep
+    Why a context, as runner.options is for --jobs: the exact runs sit deep
     in the fit (the correction, the V, the residuals), and the caller decides.
     """
     if engine is None:
@@ -847,7 +847,7 @@ def _chip_cycles(
             loads.append(Workload.from_chunks([p * lb for p in parts], n_cores, lb))
         else:
             loads.append(Workload.from_size(int(n) * lb, n_cores, 1, lb))
-    runs = contract.run_many(exact_engine(), hyp, chip, loads)
+    runs = runner.run_many(exact_engine(), hyp, chip, loads)
     return np.array([r.cycles for r in runs], dtype=float)
 
 
@@ -1110,7 +1110,7 @@ def _exact_overhead(chip: Chip, prob: Problem, profile: Profile, cycles: Fix) ->
     return replace(profile, overhead_us=max(ovh, 0.0))
 
 
-@contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
+@runner.takes_options  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.runner)
 @takes_engine  # engine=: the exact engine (the cycle model by default)
 def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = ()) -> Calibration:
     """One hypothesis x mechanism, fitted and evaluated exactly (deterministic); `hold_out`
@@ -1136,7 +1136,7 @@ ANALYTIC_TOL = 0.02  # the analytic engine's stated accuracy on progress-depende
 WARM_CYCLES = 2
 
 
-@contract.takes_jobs
+@runner.takes_options
 def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
     """The fits in validate's order (:func:`ane_kdma.validate.rank_key`: its counted rows on
     each fit's own profile, then the RMS error; a tie keeps the registries' order), best
@@ -1162,7 +1162,7 @@ def shortfalls(cal: Calibration) -> list[str]:
     return list(_standing(cal)["failed"])
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[Calibration]:
     """Every buggy hypothesis x every mechanism (or these pairs), in validate's ranking,
@@ -1172,7 +1172,7 @@ def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[
     check_mechanisms(exact_engine(), [m for _, m in pairs])  # before the first fit
     check_chip(exact_engine(), chip)
     global _SHARED
-    quiet = contract.current_options().quiet
+    quiet = runner.current_options().quiet
     _SHARED = {}  # each mechanism's search, once for every hypothesis
     try:
         cals = [fit(chip, h, m) for h, m in progress.iterate(list(pairs), "fit", quiet)]
@@ -1218,7 +1218,7 @@ class HoldOut:
         return [m / g - 1 for m, g in self.gbps]
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def hold_out(chip: Chip, hypothesis: str, mechanism: str, datasets: Sequence[str]) -> HoldOut:
     """Fit without `datasets`, then predict every figure of theirs on the exact engine."""
@@ -1335,7 +1335,7 @@ def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements)
     return replace(p, notes=notes)
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
     """The fitted sizes on one core in every mode: the analytic engine beside the exact one.
@@ -1360,8 +1360,8 @@ def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
             "skipped": f"the analytic engine has no closed form for {cal.profile.mechanism}",
         }
     for h in hyps.registry():
-        exact = [r.cycles for r in contract.run_many(exact_engine(), h, fitted, loads)]
-        fast = [r.cycles for r in contract.run_many("analytic", h, fitted, loads)]
+        exact = [r.cycles for r in runner.run_many(exact_engine(), h, fitted, loads)]
+        fast = [r.cycles for r in runner.run_many("analytic", h, fitted, loads)]
         diff = max(abs(a - b) / a for a, b in zip(exact, fast, strict=True))
         per_mode[h.name] = diff
         if h.static:  # to the cycle; with the demand warm-up, within its closed form's cycles

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
@@ -77,7 +77,7 @@ def _run(engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray):
     """(time µs, GB/s) of every core of the chip streaming `lines` each, on the engine."""
     lb = chip.line_bytes
     loads = [Workload.from_size(int(n) * lb, chip.cores, 1, lb) for n in lines]
-    res = contract.run_many(engine, h, chip, loads)
+    res = runner.run_many(engine, h, chip, loads)
     return np.array([r.time_us for r in res]), np.array([r.gbps for r in res])
 
 
@@ -481,7 +481,7 @@ def _table_b_files(sw: Sweep, chip: Chip, meas: Measurements | None) -> dict[str
             Workload.from_size(r.bytes_per_core, chip.cores, 1, lb),
             Workload.from_chunks(chunks, chip.cores, lb),
         ]
-    res = contract.run_many(sw.engine, h, chip, loads)
+    res = runner.run_many(sw.engine, h, chip, loads)
     whole = np.array([x.gbps for x in res[0::2]])
     chunked = np.array([x.gbps for x in res[1::2]])
     mib = np.array([r.bytes_per_core / (1 << 20) for r in tb.rows])

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
 
@@ -178,15 +178,14 @@ def _item_sweep(engine: str, jobs: int) -> dict[str, object]:
     lb = chip.line_bytes
     loads = [Workload.from_size(int(x) * lb, chip.cores) for x in lines]
     pair = (chip.hypothesis, hyps.get(hyps.FIXED))
-    with contract.options(scheduler=cluster.from_env()) as opts:  # bench --scheduler
-        on = opts.cluster
+    with cluster.options(cluster.from_env()) as on:  # bench --scheduler
         for h in pair:  # builds outside the clock (on every worker of a cluster)
-            contract.run_many(engine, h, chip, loads[:1], jobs=1)
+            runner.run_many(engine, h, chip, loads[:1], jobs=1)
             workers = on.on_every_worker(engine, h, chip, loads[:1]) if on else 0
         t0 = time.perf_counter()
         cyc = 0
         for h in pair:
-            cyc += sum(r.cycles for r in contract.run_many(engine, h, chip, loads, jobs=jobs))
+            cyc += sum(r.cycles for r in runner.run_many(engine, h, chip, loads, jobs=jobs))
         dt = time.perf_counter() - t0
     where = {"scheduler": on.address, "workers": workers} if on else {}
     return {
@@ -303,11 +302,13 @@ def _judge(name: str, res: dict[str, object]) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    jobs = args.jobs or contract.default_jobs()
+    from ane_kdma import cluster
+
+    jobs = args.jobs or runner.default_jobs()
     items = _wanted(args.only)
-    scheduler = common.run_options(args)["scheduler"]
+    scheduler = common.scheduler_of(args)
     if scheduler is not None and any(name in SWEEP_ITEMS for name in items):
-        with contract.options(scheduler=scheduler):
+        with cluster.options(scheduler):
             pass  # an address that does not answer: one line now, not an error per item
     results: dict[str, dict[str, object]] = {}
     for name in items:
