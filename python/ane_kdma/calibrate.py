@@ -628,7 +628,9 @@ def _objective(
     return obj, ovh, model, b_times
 
 
-def _nelder_mead(f, x0: np.ndarray, scale: np.ndarray, iters: int = 400) -> np.ndarray:
+def _nelder_mead(
+    f: Callable[[np.ndarray], float], x0: np.ndarray, scale: np.ndarray, iters: int = 400
+) -> np.ndarray:
     """Plain Nelder-Mead (deterministic): the fit has a handful of smooth-ish variables."""
     n = x0.size
     pts = [x0] + [x0 + scale * np.eye(n)[i] for i in range(n)]

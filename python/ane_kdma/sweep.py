@@ -24,7 +24,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from ane_kdma.errors import InputError
 from ane_kdma.fileio import check_dir_target, write_set
 from ane_kdma.hw import lap_and_offset
 from ane_kdma.measured import Measurements
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HARMONIC_BAND = 0.10  # lines this close to the strongest count as its harmonics
 NOTCH_LAPS = tuple(range(1, 9))
@@ -73,7 +76,9 @@ class Overlay:
     page: int
 
 
-def _run(engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray):
+def _run(
+    engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(time µs, GB/s) of every core of the chip streaming `lines` each, on the engine."""
     lb = chip.line_bytes
     loads = [Workload.from_size(int(n) * lb, chip.cores, 1, lb) for n in lines]
@@ -118,7 +123,9 @@ def compute_sweep(
     return Sweep(d, n, lines, size, times, gbps, engine, chip.ring_lines)
 
 
-def notch_signal(y: np.ndarray, d_step: int, n: int, page: int, line_bytes: int, cores: int):
+def notch_signal(
+    y: np.ndarray, d_step: int, n: int, page: int, line_bytes: int, cores: int
+) -> np.ndarray:
     """y minus its running median over three notch widths: the notches, without the trend."""
     notch_d = 2 * page * line_bytes * cores / (n * 2)  # full width in D
     half = max(1, int(np.ceil(1.5 * notch_d / d_step)))
@@ -231,7 +238,7 @@ def overlay_csv(ov: Overlay) -> bytes:
     return _csv(header, cols, fmt)
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     return buf.getvalue()

@@ -23,10 +23,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ane_kdma import contract, runner
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
+
+if TYPE_CHECKING:
+    from ane_kdma.chip import Chip
+    from ane_kdma.contract import Workload
 
 MB = 1024.0  # ru_maxrss is in KiB on Linux
 SWEEP = (8, 16384, 8, 4096)  # d_min, d_max, d_step, N
@@ -68,13 +73,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- the items (one process each)
 
 
-def _chip():
+def _chip() -> Chip:
     from ane_kdma import chip as chips
 
     return chips.load()
 
 
-def _speed_loads(cores: int = 1, laps: tuple[int, ...] = (1, 2, 3, 4)):
+def _speed_loads(cores: int = 1, laps: tuple[int, ...] = (1, 2, 3, 4)) -> list[Workload]:
     """k x ring lines on `cores` cores, one workload per k: millions of cycles on the RTL."""
     from ane_kdma.contract import Workload
 
