@@ -105,7 +105,7 @@ def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     """Counts the fast engine's shortcuts as they happen (a test may require some)."""
     seen: Counter = Counter()
     eng = cm.engine.Engine
-    shadow, jump, token, unshadow = eng.shadow, eng._jump, eng._token_jump, eng._unshadow
+    shadow, jump, token, unshadow = eng.shadow, eng.period_jump, eng.token_jump, eng.unshadow
 
     def spy_shadow(self: cm.engine.Engine, lead: cm.group.Group, fols: list, deltas: list) -> None:
         seen["followers" if fols else "solo"] += 1
@@ -128,9 +128,9 @@ def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
         return unshadow(self, lead, fols, *rest)
 
     monkeypatch.setattr(eng, "shadow", spy_shadow)
-    monkeypatch.setattr(eng, "_jump", spy_jump)
-    monkeypatch.setattr(eng, "_token_jump", spy_token)
-    monkeypatch.setattr(eng, "_unshadow", spy_unshadow)
+    monkeypatch.setattr(eng, "period_jump", spy_jump)
+    monkeypatch.setattr(eng, "token_jump", spy_token)
+    monkeypatch.setattr(eng, "unshadow", spy_unshadow)
     yield seen
 
 
@@ -260,8 +260,8 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
 
         monkeypatch.setattr(eng, name, counted)
 
-    spy("_jump", lambda self, lead, *a: [lead])
-    spy("_token_jump", lambda self, lead, *a: [lead])
+    spy("period_jump", lambda self, lead, *a: [lead])
+    spy("token_jump", lambda self, lead, *a: [lead])
     spy("joint_jump", lambda self, heap, *a: [self.groups[k] for _, k in heap])
     spy("joint_token", lambda self, heap, *a: [self.groups[k] for _, k in heap])
     yield seen
@@ -301,7 +301,7 @@ def test_jumps_inside_the_starved_line_counter_equal_stepped(counting: Counter) 
         ref = cm.simulate(h, g, s, job)
         _same(cm.run(h, g, s, job, keep_lines=True), ref)
         _same(cm.run(h, g, s, job), ref)
-    for kind in ("_jump", "_token_jump", "joint_jump"):
+    for kind in ("period_jump", "token_jump", "joint_jump"):
         assert counting[kind, True], (kind, counting)
     assert counting["joint_token", False] + counting["joint_token", True], counting
 
@@ -384,11 +384,11 @@ def test_the_bucket_analysis_is_shared_across_sizes() -> None:
     """Sweep points that differ only in their size meet the same aggregate-bucket pattern
     in the token form: its analysis is computed once and reused, exactly."""
     h, s = hyps.get("fixed"), CHIP.settings
-    before = cm.shortcuts._bucket.cache_info()
+    before = cm.bucket.bucket_form.cache_info()
     for lines in (12_288, 20_000, 24_576, 31_000):
         job = [[(c * lines, lines)] for c in range(16)]
         _same(cm.run(h, G, s, job), cm.run(h, G, s, job, skip=False))
-    after = cm.shortcuts._bucket.cache_info()
+    after = cm.bucket.bucket_form.cache_info()
     assert after.hits > before.hits
 
 
@@ -514,7 +514,7 @@ def token_kinds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     the lines past the credit pattern's horizon, or a short one (under the landing window)."""
     seen: Counter = Counter()
     eng = cm.engine.Engine
-    token = eng._token_jump
+    token = eng.token_jump
 
     def spy(
         self: cm.engine.Engine,
@@ -534,7 +534,7 @@ def token_kinds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
             seen["short"] += lead.x - x0 < self.kmem
         return done
 
-    monkeypatch.setattr(eng, "_token_jump", spy)
+    monkeypatch.setattr(eng, "token_jump", spy)
     yield seen
 
 
