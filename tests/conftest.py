@@ -1,4 +1,6 @@
-"""pytest glue for the host tests: the KDMA_* knobs are checked before anything runs."""
+"""pytest glue for the host tests: the KDMA_* knobs are checked before anything runs, and
+the libraries' scratch folders (Hypothesis' home, Dask's temporary directory) are the run's
+own, removed at its end, so a run leaves nothing in the system temp dir."""
 
 from __future__ import annotations
 
@@ -20,6 +22,36 @@ def pytest_configure(config: pytest.Config) -> None:
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     _check_groups_hold(config)
+    _scratch_of_our_own(config)
+
+
+def _scratch_of_our_own(config: pytest.Config) -> None:
+    """Hypothesis' home (its caches) and Dask's temporary directory (workers' scratch space,
+    a child scheduler's too: the variable reaches child processes) in one folder of this
+    process, made before collection (Hypothesis writes its caches as it imports the tests)
+    and removed at the end: a run leaves nothing in the system temp dir, nor in the tree."""
+    import os
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="ane-kdma-tests-")
+    before = os.environ.get("DASK_TEMPORARY_DIRECTORY")
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = os.path.join(root, "dask")
+    try:
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:  # (the dev extra brings it; a bare install runs without the fuzzers)
+        pass
+    else:
+        set_hypothesis_home_dir(os.path.join(root, "hypothesis"))
+
+    def remove() -> None:
+        if before is None:
+            os.environ.pop("DASK_TEMPORARY_DIRECTORY", None)
+        else:
+            os.environ["DASK_TEMPORARY_DIRECTORY"] = before
+        shutil.rmtree(root, ignore_errors=True)
+
+    config.add_cleanup(remove)
 
 
 def _check_groups_hold(config: pytest.Config) -> None:
@@ -44,7 +76,7 @@ def _check_groups_hold(config: pytest.Config) -> None:
         )
 
 
-# ------------------------------------------------- shared expensive results (issue 17)
+# ------------------------------------------------- shared expensive results
 #
 # validate's ranking judges every fit of fits.json on every counted row (the cycle model
 # for the mechanisms without a closed form): the costliest call of the suite. Several

@@ -3,8 +3,8 @@
 Grid: sizes from 64 B to 8 MiB per core, the notch at k = 1..8 and offsets
 around it, every hypothesis, unsplit and split (the workaround). One static
 task has an exact formula, so it is held to exact equality. With the demand
-path's warm-up (issue 16, the starved stream's mechanism) the engine is held
-to the issue's 2% on the notch, the V, Tables B and C and a random set, and
+path's warm-up (the starved stream's mechanism) the engine is held to its
+stated 2% on the notch, the V, Tables B and C and a random set, and
 calibrate's closed form (governor_grid) to the cycle.
 """
 
@@ -129,8 +129,8 @@ def test_a_hypothesis_without_a_closed_form_is_refused() -> None:
 
 
 # ---------------------------------------------------------------- the demand path's warm-up
-# Issue 16 asks the analytic engine to follow the winner within 2% of the cycle model, as the
-# governor was built. The fit of docs/fidelity_fits.json and two other (lines, extra) pairs:
+# The analytic engine follows the winner within 2% of the cycle model (its stated accuracy),
+# as the governor was built. The fit of docs/fidelity_fits.json and two other (lines, extra) pairs:
 # a short, steep warm-up, and one longer than a 2 MiB request (every line of k <= 2 warm).
 WARM_FIT = {
     "latency_cycles": 576,
@@ -195,8 +195,8 @@ def test_governor_grid_follows_the_demand_warmup(lines: int, extra: int) -> None
 
 
 # The engine with the warm-up, against the cycle model ("model" engine, one core). The
-# tolerance is the issue's: issue 16 asks the analytic model within 2% of the cycle model,
-# as the governor was built. The worst seen by these tests: notch and Table C 0.41% (the fix,
+# tolerance is the engine's stated accuracy: within 2% of the cycle model, as the governor
+# was built. The worst seen by these tests: notch and Table C 0.41% (the fix,
 # the same with the warm-up off), the V 0.44% (signed, likewise; the paged reading 0.17% under
 # the fit, 0.54% at 17 points under 2000 x 300),
 # Table B 0.06%, the random set 0.53% (paged, 2 tasks).

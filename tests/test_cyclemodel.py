@@ -35,7 +35,11 @@ IDS = [h.name for h in HYPS]
 RAMP = {"ramp_start_q16": 20000, "ramp_step_lines": 8000, "ramp_inc_q16": 14000}
 
 
-def _settings(rng: random.Random, agg: int | None = None, mechanisms: bool = False) -> cm.Settings:
+def _random_settings(
+    rng: random.Random, agg: int | None = None, mechanisms: bool = False
+) -> cm.Settings:
+    """Random settings for this file's jobs, mechanisms included: the one function that
+    draws them here (the place to draw from the mechanism registry instead)."""
     rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
     kw: dict[str, int] = {}
     if mechanisms and rng.random() < 0.5:
@@ -158,7 +162,7 @@ def test_fast_equals_stepped(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(40):
         agg = rng.choice([20 * RATE_ONE, 13 * RATE_ONE, int(2.5 * RATE_ONE), RATE_ONE // 2])
-        s = _settings(rng, agg)
+        s = _random_settings(rng, agg)
         h = rng.choice(HYPS)
         job = _job(rng, rng.choice([1, 1, 2, 5, 16]), rng.randrange(1, 4), rng.random() < 0.5)
         bp = None
@@ -177,7 +181,7 @@ def test_mechanisms_and_shadows_equal_stepped(seed: int, shortcuts: Counter) -> 
     rng = random.Random(100 + seed)
     for _ in range(12):
         agg = rng.choice([838860, 20 * RATE_ONE, 13 * RATE_ONE, int(2.5 * RATE_ONE)])
-        s = _settings(rng, agg, mechanisms=True)
+        s = _random_settings(rng, agg, mechanisms=True)
         h = rng.choice(HYPS)
         cores = rng.choice([1, 2, 16, 16])
         steps = rng.choice([1, 1, 2, 3])
@@ -362,7 +366,7 @@ def test_cores_that_differ_only_in_bases_share_one_group(seed: int) -> None:
     rng = random.Random(300 + seed)
     for _ in range(10):
         h = rng.choice(HYPS)
-        s = _settings(rng, rng.choice([838860, 13 * RATE_ONE, int(2.5 * RATE_ONE)]), True)
+        s = _random_settings(rng, rng.choice([838860, 13 * RATE_ONE, int(2.5 * RATE_ONE)]), True)
         cores = rng.choice([2, 5, 16, 16])
         sizes = [rng.choice([1, 257, rng.randrange(300, 2500)]) for _ in range(rng.choice([1, 2]))]
         job = []

@@ -4,7 +4,7 @@ setuptools warns (and will refuse) when a folder whose name could be imported
 ships files without being a declared package; a folder left out of the
 patterns would ship nothing and break the installed CLI (`llm --config` on
 the example configs of data/models/hf). A non-editable `pip install .` was
-checked by hand (issue 18); this keeps the declaration complete as data/ grows.
+checked by hand once; this keeps the declaration complete as data/ grows.
 """
 
 from __future__ import annotations
