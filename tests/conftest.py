@@ -162,7 +162,7 @@ def shared_fits(
     def fit(chip: object, h: str, m: str, **kw: object) -> object:
         # only how the runs spread may differ from the shared fit's call: a held-out dataset
         # or another exact engine is another fit, which this must not hand out
-        other = {k: v for k, v in kw.items() if k not in ("jobs", "quiet", "scheduler")}
+        other = {k: v for k, v in kw.items() if k not in ("jobs", "quiet", "connect")}
         if other not in ({}, {"engine": None}, {"engine": "model"}):
             raise AssertionError(f"shared_fits serves the plain fit only, not {other}")
         return fit_once(chip, h, m)
