@@ -297,7 +297,7 @@ def regression() -> dict[str, dict]:
     """The erratum regression's numbers, laps 1..8, from the batch RTL engine (kdma_top in C++).
 
     The point of these two tests is the numbers, so they run on the batch harness
-    (tests/test_batch_rtl.py holds it to the cocotb engine and the model); the
+    (tests/test_engines_verilator.py holds it to the cocotb engine and the model); the
     cocotb path of the same regression is test_erratum_regression_testbench.
     """
     from ane_kdma import runner

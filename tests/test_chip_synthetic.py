@@ -22,7 +22,7 @@ from ane_kdma import mechanisms as mechs
 from ane_kdma.cli import main
 
 M3 = chips.chips_dir() / "m3"
-SOURCE = {"title": "synthetic test chip", "cited_in": "tests/test_chips.py"}
+SOURCE = {"title": "synthetic test chip", "cited_in": "tests/test_chip_synthetic.py"}
 
 
 def _point(d: int, n: int, x: int | None, gbps: float) -> dict:

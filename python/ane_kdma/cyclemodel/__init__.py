@@ -37,7 +37,7 @@ Two engines compute this:
   time-shifted copies of one another, and jumps steady state: in closed form
   while the token bucket alone paces, by whole periods otherwise. It is exact
   (tests/test_cyclemodel.py holds it to :func:`simulate`, and to itself
-  without the shortcuts; tests/test_batch_rtl.py and tb/ hold the RTL to it).
+  without the shortcuts; tests/test_engines_verilator.py and tb/ hold the RTL to it).
 
 The modules, in the order a reader wants them:
 
