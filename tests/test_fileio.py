@@ -512,8 +512,7 @@ def test_dump_out_dash_refuses_binary_to_a_terminal_and_json(
     assert capsys.readouterr().err == (
         "ane-kdma: --format bin --out -: standard output is a terminal (redirect it)\n"
     )
-    assert main([*argv, "--json"]) == 2
-    assert "--json needs --out PATH" in capsys.readouterr().err
+    refuses([*argv, "--json"], "--json needs --out PATH")
 
 
 def _tree(folder: Path) -> dict[Path, bytes]:
