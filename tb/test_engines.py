@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract, knobs, regdump
 from ane_kdma import hypotheses as hyps
+from ane_kdma import knobs, regdump, runner
 from ane_kdma.contract import Task, Workload
 from ane_kdma.engines.cocotb import CocotbEngine
 
@@ -49,8 +49,8 @@ def test_rtl_and_model_agree_on_the_real_dumps(sim: str, h: hyps.Hypothesis) -> 
         else:
             loads += [whole, _split(whole)]
     rtl = CocotbEngine(sim).run_many(h, CHIP, loads)
-    batch = contract.run_many("rtl", h, CHIP, loads, jobs=1)
-    model = contract.run_many("model", h, CHIP, loads)
+    batch = runner.run_many("rtl", h, CHIP, loads, jobs=1)
+    model = runner.run_many("model", h, CHIP, loads)
     for w, r, b, m in zip(loads, rtl, batch, model, strict=True):
         assert r.counters.mismatches(m.counters) == [], w.label
         assert b.counters == r.counters, w.label

@@ -297,10 +297,10 @@ def regression() -> dict[str, dict]:
     """The erratum regression's numbers, laps 1..8, from the batch RTL engine (kdma_top in C++).
 
     The point of these two tests is the numbers, so they run on the batch harness
-    (tests/test_batch_rtl.py holds it to the cocotb engine and the model); the
+    (tests/test_engines_verilator.py holds it to the cocotb engine and the model); the
     cocotb path of the same regression is test_erratum_regression_testbench.
     """
-    from ane_kdma import contract
+    from ane_kdma import runner
     from ane_kdma.engines import verilator as vb
 
     try:
@@ -311,9 +311,7 @@ def regression() -> dict[str, dict]:
     loads = _regression_loads(ring, list(range(1, 9)))
     res = {}
     for hyp in MODES:
-        got = dict(
-            zip(loads, contract.run_many("rtl", hyp, CHIP, list(loads.values())), strict=True)
-        )
+        got = dict(zip(loads, runner.run_many("rtl", hyp, CHIP, list(loads.values())), strict=True))
         laps: dict[str, dict[str, int]] = {}
         for key, r in got.items():
             if "/" in key:

@@ -1,4 +1,6 @@
-"""pytest glue for the host tests: the KDMA_* knobs are checked before anything runs."""
+"""pytest glue for the host tests: the KDMA_* knobs are checked before anything runs, and
+the libraries' scratch folders (Hypothesis' home, Dask's temporary directory) are the run's
+own, removed at its end, so a run leaves nothing in the system temp dir."""
 
 from __future__ import annotations
 
@@ -20,6 +22,36 @@ def pytest_configure(config: pytest.Config) -> None:
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from None
     _check_groups_hold(config)
+    _scratch_of_our_own(config)
+
+
+def _scratch_of_our_own(config: pytest.Config) -> None:
+    """Hypothesis' home (its caches) and Dask's temporary directory (workers' scratch space,
+    a child scheduler's too: the variable reaches child processes) in one folder of this
+    process, made before collection (Hypothesis writes its caches as it imports the tests)
+    and removed at the end: a run leaves nothing in the system temp dir, nor in the tree."""
+    import os
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="ane-kdma-tests-")
+    before = os.environ.get("DASK_TEMPORARY_DIRECTORY")
+    os.environ["DASK_TEMPORARY_DIRECTORY"] = os.path.join(root, "dask")
+    try:
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:  # (the dev extra brings it; a bare install runs without the fuzzers)
+        pass
+    else:
+        set_hypothesis_home_dir(os.path.join(root, "hypothesis"))
+
+    def remove() -> None:
+        if before is None:
+            os.environ.pop("DASK_TEMPORARY_DIRECTORY", None)
+        else:
+            os.environ["DASK_TEMPORARY_DIRECTORY"] = before
+        shutil.rmtree(root, ignore_errors=True)
+
+    config.add_cleanup(remove)
 
 
 def _check_groups_hold(config: pytest.Config) -> None:
@@ -44,7 +76,7 @@ def _check_groups_hold(config: pytest.Config) -> None:
         )
 
 
-# ------------------------------------------------- shared expensive results (issue 17)
+# ------------------------------------------------- shared expensive results
 #
 # validate's ranking judges every fit of fits.json on every counted row (the cycle model
 # for the mechanisms without a closed form): the costliest call of the suite. Several
@@ -130,7 +162,7 @@ def shared_fits(
     def fit(chip: object, h: str, m: str, **kw: object) -> object:
         # only how the runs spread may differ from the shared fit's call: a held-out dataset
         # or another exact engine is another fit, which this must not hand out
-        other = {k: v for k, v in kw.items() if k not in ("jobs", "quiet", "scheduler")}
+        other = {k: v for k, v in kw.items() if k not in ("jobs", "quiet", "connect")}
         if other not in ({}, {"engine": None}, {"engine": "model"}):
             raise AssertionError(f"shared_fits serves the plain fit only, not {other}")
         return fit_once(chip, h, m)
@@ -144,18 +176,18 @@ _RUNS: dict[tuple[str, str, str, tuple[object, ...]], list[object]] = {}
 
 @contextlib.contextmanager
 def _runs_shared() -> Iterator[None]:
-    """contract.run_many memoised on (engine, hypothesis, chip, workloads) while the block
+    """runner.run_many memoised on (engine, hypothesis, chip, workloads) while the block
     runs: the engines are deterministic (their exactness is tested on its own), so the
     same workloads on the same chip give the same results. Not on a Dask cluster (there
     the point is the cluster)."""
-    from ane_kdma import contract
+    from ane_kdma import runner
 
-    real = contract.run_many
+    real = runner.run_many
 
     def run_many(
         engine: str, hypothesis: object, chip: object, workloads: Any, jobs: int | None = None
     ) -> list[object]:
-        if contract.current_options().cluster is not None:
+        if runner.current_options().cluster is not None:
             return real(engine, hypothesis, chip, workloads, jobs)  # type: ignore[arg-type]
         key = (engine, repr(hypothesis), repr(chip), tuple(workloads))
         if key not in _RUNS:
@@ -163,7 +195,7 @@ def _runs_shared() -> Iterator[None]:
         return list(_RUNS[key])  # Result is frozen: a new list is enough
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(contract, "run_many", run_many)
+        mp.setattr(runner, "run_many", run_many)
         yield
 
 

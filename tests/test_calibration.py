@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ane_kdma import analytic, calibrate, contract, validate
+from ane_kdma import analytic, calibrate, contract, runner, validate
 from ane_kdma import chip as chips
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
@@ -449,6 +449,6 @@ def test_rtl_equals_model_at_fitted_settings() -> None:
                 contract.Workload.from_size(16128 * lb, 1),
                 contract.Workload.from_size(ring * lb, 1, 2),
             ]
-        rtl = [r.counters for r in contract.run_many("rtl", h, CHIP, loads)]
-        model = [r.counters for r in contract.run_many("model", h, CHIP, loads)]
+        rtl = [r.counters for r in runner.run_many("rtl", h, CHIP, loads)]
+        model = [r.counters for r in runner.run_many("model", h, CHIP, loads)]
         assert rtl == model, f"{h.name}: RTL {rtl} != model {model}"

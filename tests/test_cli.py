@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from refusal import refuses
 
 from ane_kdma.chip import data_dir, load
 from ane_kdma.cli import main
@@ -120,53 +122,19 @@ def test_split_lines() -> None:
         (["frobnicate"], "invalid choice"),
     ],
 )
-def test_bad_input_is_one_line_and_status_2(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ane-kdma: ") and message in lines[0]
-    assert captured.out == ""
+def test_bad_input_is_one_line_and_status_2(argv: list[str], message: str) -> None:
+    refuses(argv, message)
 
 
 def test_bad_input_through_the_console_script(tmp_path: Path) -> None:
     """The real entry point: no traceback, status 2, and no output file left behind."""
     out = tmp_path / "td.bin"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ane_kdma.cli",
-            "dump",
-            "--d",
-            "0",
-            "--n",
-            "4096",
-            "--format",
-            "bin",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    argv = ["dump", "--d", "0", "--n", "4096", "--format", "bin", "--out", str(out)]
+    refuses(argv, child=True, watch=[tmp_path])
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- hardening
-
-
-def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
-    """Run argv, expect status 2 and exactly one stderr line; return it."""
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ane-kdma: "), captured.err
-    assert captured.out == ""
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -191,7 +159,7 @@ def test_bad_arguments_end_in_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     argv = [*argv, "--out", str(tmp_path / "o")] if argv[0] == "sweep" else argv
-    assert message in _one_line_error(capsys, argv)
+    assert message in refuses(argv)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -238,7 +206,7 @@ def test_bad_profiles_end_in_one_line(
     bad = tmp_path / "p.json"
     bad.write_text(text.replace(old, new))
     argv = ["predict", "--bytes-per-core", "64", "--engine", "analytic", "--profile", str(bad)]
-    assert message in _one_line_error(capsys, argv)
+    assert message in refuses(argv)
 
 
 def test_replay_warns_on_stderr_and_in_json(
@@ -315,7 +283,7 @@ def test_a_closed_stdout_is_one_line_and_the_file_is_whole(tmp_path: Path) -> No
 
 
 def test_reproducers_from_the_console_script(tmp_path: Path) -> None:
-    """The issue's reproducers, end to end: one line, status 2, no traceback, in bounded time."""
+    """Reproducers of bad dumps, end to end: one line, status 2, no traceback, in bounded time."""
     (tmp_path / "a.zin").write_text("aneRegs.Common.Cin.Cin = " + "1" * 4301 + "\n")
     (tmp_path / "b.zin").write_text("aneRegs.Common.Cin.Cin = \u00b2\n")
     big = "".join(f"TD+0x{0xB4 + 4 * i:03x} 0xFFFFFFC0\n" for i in range(16))
@@ -323,20 +291,54 @@ def test_reproducers_from_the_console_script(tmp_path: Path) -> None:
     (tmp_path / "dups.txt").write_text("TD+0x0b4 0x00100000\n" * 52_000)  # under the 1 MiB cap
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    cases = [
-        (["replay", "a.zin"], 2, "is wider than 32 bits"),
-        (["replay", "b.zin"], 2, "non-ASCII character"),
-        (["replay", "fifo"], 2, "a FIFO (named pipe), not a regular file"),
-        (["replay", "/dev/urandom"], 2, "a character device"),
-        (["replay", "big.txt", "--engine", "analytic"], 0, ""),
-        (["replay", "dups.txt", "--engine", "analytic", "--json"], 0, "1 of 16 cores stream"),
-    ]
-    for argv, status, message in cases:
+    for argv, message in [
+        (["replay", "a.zin"], "is wider than 32 bits"),
+        (["replay", "b.zin"], "non-ASCII character"),
+        (["replay", "fifo"], "a FIFO (named pipe), not a regular file"),
+        (["replay", "/dev/urandom"], "a character device"),
+    ]:
+        refuses(argv, message, child=True, cwd=tmp_path, watch=[tmp_path])
+    for argv, message in [
+        (["replay", "big.txt", "--engine", "analytic"], ""),
+        (["replay", "dups.txt", "--engine", "analytic", "--json"], "1 of 16 cores stream"),
+    ]:
         proc = _cli(*argv, cwd=tmp_path)
-        assert proc.returncode == status, (argv, proc.stderr)
+        assert proc.returncode == 0, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr and message in proc.stderr, (argv, proc.stderr)
-        if status == 2:
-            assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "a.zin", "b.zin", "big.txt", "dups.txt", "fifo"
     ]  # fmt: skip
+
+
+def test_refuses_holds_the_whole_contract(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one check of the error contract can fail on each of its clauses."""
+    import refusal
+
+    assert refuses(["frobnicate"], "invalid choice").startswith("ane-kdma: ")
+    with pytest.raises(AssertionError):  # exit 0
+        refuses(["predict", "--bytes-per-core", "65536", "--engine", "analytic"])
+    with pytest.raises(AssertionError):  # a word the line does not hold
+        refuses(["frobnicate"], "no such words")
+
+    def fake(lines: str, out: str = "", write: bool = False) -> Callable[[list[str]], int]:
+        def main(argv: list[str]) -> int:
+            if write:
+                (tmp_path / "partial.json").write_text("{")
+            sys.stdout.write(out)
+            sys.stderr.write(lines)
+            return 2
+
+        return main
+
+    for bad in (
+        fake("ane-kdma: one\nane-kdma: two\n"),  # two lines
+        fake("one line without the prefix\n"),
+        fake("ane-kdma: x\n", out="half a table"),  # stdout not empty
+        fake("Traceback (most recent call last):\n"),
+        fake("ane-kdma: x\n", write=True),  # a file written
+    ):
+        monkeypatch.setattr(refusal, "main", bad)
+        with pytest.raises(AssertionError):
+            refuses(["anything"], watch=[tmp_path])
+    monkeypatch.setattr(refusal, "main", fake("ane-kdma: fine\n"))
+    assert refuses(["anything"], "fine", watch=[tmp_path]) == "ane-kdma: fine"

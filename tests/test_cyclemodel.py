@@ -35,7 +35,11 @@ IDS = [h.name for h in HYPS]
 RAMP = {"ramp_start_q16": 20000, "ramp_step_lines": 8000, "ramp_inc_q16": 14000}
 
 
-def _settings(rng: random.Random, agg: int | None = None, mechanisms: bool = False) -> cm.Settings:
+def _random_settings(
+    rng: random.Random, agg: int | None = None, mechanisms: bool = False
+) -> cm.Settings:
+    """Random settings for this file's jobs, mechanisms included: the one function that
+    draws them here (the place to draw from the mechanism registry instead)."""
     rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
     kw: dict[str, int] = {}
     if mechanisms and rng.random() < 0.5:
@@ -105,7 +109,7 @@ def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     """Counts the fast engine's shortcuts as they happen (a test may require some)."""
     seen: Counter = Counter()
     eng = cm.engine.Engine
-    shadow, jump, token, unshadow = eng.shadow, eng._jump, eng._token_jump, eng._unshadow
+    shadow, jump, token, unshadow = eng.shadow, eng.period_jump, eng.token_jump, eng.unshadow
 
     def spy_shadow(self: cm.engine.Engine, lead: cm.group.Group, fols: list, deltas: list) -> None:
         seen["followers" if fols else "solo"] += 1
@@ -128,9 +132,9 @@ def shortcuts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
         return unshadow(self, lead, fols, *rest)
 
     monkeypatch.setattr(eng, "shadow", spy_shadow)
-    monkeypatch.setattr(eng, "_jump", spy_jump)
-    monkeypatch.setattr(eng, "_token_jump", spy_token)
-    monkeypatch.setattr(eng, "_unshadow", spy_unshadow)
+    monkeypatch.setattr(eng, "period_jump", spy_jump)
+    monkeypatch.setattr(eng, "token_jump", spy_token)
+    monkeypatch.setattr(eng, "unshadow", spy_unshadow)
     yield seen
 
 
@@ -158,7 +162,7 @@ def test_fast_equals_stepped(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(40):
         agg = rng.choice([20 * RATE_ONE, 13 * RATE_ONE, int(2.5 * RATE_ONE), RATE_ONE // 2])
-        s = _settings(rng, agg)
+        s = _random_settings(rng, agg)
         h = rng.choice(HYPS)
         job = _job(rng, rng.choice([1, 1, 2, 5, 16]), rng.randrange(1, 4), rng.random() < 0.5)
         bp = None
@@ -177,7 +181,7 @@ def test_mechanisms_and_shadows_equal_stepped(seed: int, shortcuts: Counter) -> 
     rng = random.Random(100 + seed)
     for _ in range(12):
         agg = rng.choice([838860, 20 * RATE_ONE, 13 * RATE_ONE, int(2.5 * RATE_ONE)])
-        s = _settings(rng, agg, mechanisms=True)
+        s = _random_settings(rng, agg, mechanisms=True)
         h = rng.choice(HYPS)
         cores = rng.choice([1, 2, 16, 16])
         steps = rng.choice([1, 1, 2, 3])
@@ -260,8 +264,8 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
 
         monkeypatch.setattr(eng, name, counted)
 
-    spy("_jump", lambda self, lead, *a: [lead])
-    spy("_token_jump", lambda self, lead, *a: [lead])
+    spy("period_jump", lambda self, lead, *a: [lead])
+    spy("token_jump", lambda self, lead, *a: [lead])
     spy("joint_jump", lambda self, heap, *a: [self.groups[k] for _, k in heap])
     spy("joint_token", lambda self, heap, *a: [self.groups[k] for _, k in heap])
     yield seen
@@ -301,7 +305,7 @@ def test_jumps_inside_the_starved_line_counter_equal_stepped(counting: Counter) 
         ref = cm.simulate(h, g, s, job)
         _same(cm.run(h, g, s, job, keep_lines=True), ref)
         _same(cm.run(h, g, s, job), ref)
-    for kind in ("_jump", "_token_jump", "joint_jump"):
+    for kind in ("period_jump", "token_jump", "joint_jump"):
         assert counting[kind, True], (kind, counting)
     assert counting["joint_token", False] + counting["joint_token", True], counting
 
@@ -362,7 +366,7 @@ def test_cores_that_differ_only_in_bases_share_one_group(seed: int) -> None:
     rng = random.Random(300 + seed)
     for _ in range(10):
         h = rng.choice(HYPS)
-        s = _settings(rng, rng.choice([838860, 13 * RATE_ONE, int(2.5 * RATE_ONE)]), True)
+        s = _random_settings(rng, rng.choice([838860, 13 * RATE_ONE, int(2.5 * RATE_ONE)]), True)
         cores = rng.choice([2, 5, 16, 16])
         sizes = [rng.choice([1, 257, rng.randrange(300, 2500)]) for _ in range(rng.choice([1, 2]))]
         job = []
@@ -384,11 +388,11 @@ def test_the_bucket_analysis_is_shared_across_sizes() -> None:
     """Sweep points that differ only in their size meet the same aggregate-bucket pattern
     in the token form: its analysis is computed once and reused, exactly."""
     h, s = hyps.get("fixed"), CHIP.settings
-    before = cm.shortcuts._bucket.cache_info()
+    before = cm.bucket.bucket_form.cache_info()
     for lines in (12_288, 20_000, 24_576, 31_000):
         job = [[(c * lines, lines)] for c in range(16)]
         _same(cm.run(h, G, s, job), cm.run(h, G, s, job, skip=False))
-    after = cm.shortcuts._bucket.cache_info()
+    after = cm.bucket.bucket_form.cache_info()
     assert after.hits > before.hits
 
 
@@ -514,7 +518,7 @@ def token_kinds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     the lines past the credit pattern's horizon, or a short one (under the landing window)."""
     seen: Counter = Counter()
     eng = cm.engine.Engine
-    token = eng._token_jump
+    token = eng.token_jump
 
     def spy(
         self: cm.engine.Engine,
@@ -534,7 +538,7 @@ def token_kinds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
             seen["short"] += lead.x - x0 < self.kmem
         return done
 
-    monkeypatch.setattr(eng, "_token_jump", spy)
+    monkeypatch.setattr(eng, "token_jump", spy)
     yield seen
 
 

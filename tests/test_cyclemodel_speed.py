@@ -1,7 +1,7 @@
-"""The cycle model at the issue's sizes: bounded memory, consistent counters, times (as a script).
+"""The cycle model at full sizes: bounded memory, consistent counters, times (as a script).
 
-Run as a script for the table of times and peak memory the speed issue asks
-for (it prints, it never asserts a time):
+Run as a script for the table of times and peak memory (it prints, it never
+asserts a time):
 
     .venv/bin/python tests/test_cyclemodel_speed.py
 

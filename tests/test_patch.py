@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from refusal import refuses
 
 from ane_kdma import chip as chips
 from ane_kdma.cli import main
@@ -373,30 +374,24 @@ def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
     assert all(c["op"] in out for c in report["changed"])
 
 
-def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and words in err, err
-
-
 def test_not_a_package_is_one_line(
     notched, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, src, dst, _, _ = notched
     file = tmp_path / "file.mlpackage"
     file.write_text("not a package")
-    _one_line(capsys, ["patch", str(file), "--dry-run"], "not an .mlpackage")
+    refuses(["patch", str(file), "--dry-run"], "not an .mlpackage")
     empty = tmp_path / "empty.mlpackage"
     empty.mkdir()
-    _one_line(capsys, ["patch", str(empty), "--dry-run"], "not an .mlpackage")
+    refuses(["patch", str(empty), "--dry-run"], "not an .mlpackage")
     broken = tmp_path / "broken.mlpackage"
     broken.mkdir()
     (broken / "Manifest.json").write_text("{]")
-    _one_line(capsys, ["patch", str(broken), "--dry-run"], "Manifest.json does not name the model")
-    _one_line(capsys, ["patch", str(tmp_path / "none.mlpackage"), "--dry-run"], "No such file")
-    _one_line(capsys, ["patch", str(src)], "OUT.mlpackage")
-    _one_line(capsys, ["patch", str(src), str(dst)], "exists")
-    _one_line(capsys, ["patch", str(src), str(tmp_path / "no" / "x.mlpackage")], "no such folder")
+    refuses(["patch", str(broken), "--dry-run"], "Manifest.json does not name the model")
+    refuses(["patch", str(tmp_path / "none.mlpackage"), "--dry-run"], "No such file")
+    refuses(["patch", str(src)], "OUT.mlpackage")
+    refuses(["patch", str(src), str(dst)], "exists")
+    refuses(["patch", str(src), str(tmp_path / "no" / "x.mlpackage")], "no such folder")
 
 
 def test_a_neural_network_model_is_refused(
@@ -412,14 +407,14 @@ def test_a_neural_network_model_is_refused(
     pkg = tmp_path / "nn.mlpackage"
     with contextlib.redirect_stderr(io.StringIO()):
         cm.ct.models.MLModel(nn, skip_model_load=True).save(str(pkg))
-    _one_line(capsys, ["patch", str(pkg), "--dry-run"], "not an ML Program")
+    refuses(["patch", str(pkg), "--dry-run"], "not an ML Program")
 
 
 def test_missing_extra_is_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "coremltools", None)  # import fails as if not installed
-    _one_line(capsys, ["patch", str(tmp_path), "--dry-run"], NEEDS)
+    refuses(["patch", str(tmp_path), "--dry-run"], NEEDS)
 
 
 @pytest.mark.parametrize("bits", [1, 2, 3, 4, 6])

@@ -1,4 +1,4 @@
-"""`patch` on ANEMLL's forms and on every LUT width (issue 14 points 3 and 8).
+"""`patch` on ANEMLL's forms and on every LUT width.
 
 ANEMLL's LM head, as its converters write it (llama_converter / qwen_converter
 ``convert_lm_head``): the vocabulary in N near-equal 1x1 ``Conv2d`` shards

@@ -1,4 +1,4 @@
-"""`patch` holds one tensor at a time: peak memory below the model's own weights (issue 14).
+"""`patch` holds one tensor at a time: peak memory below the model's own weights.
 
 A Llama-shaped ML Program is written here directly (protobuf and weight file,
 weights streamed to disk in chunks, never held whole), so a model of any
@@ -43,7 +43,7 @@ MANIFEST = """{
     "rootModelIdentifier": "A5F4B6A4-0000-4000-8000-000000000002"
 }
 """
-DRY_RUN_LIMIT = 300 << 20  # issue 14: --dry-run reads shapes, not weights, on any model
+DRY_RUN_LIMIT = 300 << 20  # --dry-run reads shapes, not weights, on any model
 
 
 def make_llama(

@@ -19,7 +19,7 @@ from ane_kdma.cli import sweep as sweep_cmd
 from ane_kdma.errors import InputError
 
 CHIP = chips.load()
-# one worker: the golden `sweep` (tests/test_golden.py) is this module's sweep, and the analytic
+# one worker: the golden `sweep` (tests/test_cli_golden.py) is this module's sweep, and the analytic
 # engine's page patterns it computes are cached per process
 pytestmark = pytest.mark.xdist_group("sweep")
 

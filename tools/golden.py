@@ -1,7 +1,7 @@
 """Record, or check, every figure the CLI prints for a fixed set of commands.
 
 Why: a refactor must not move a number a user sees. ``tests/golden/cli.json``
-holds the JSON output of each command below; ``tests/test_golden.py`` re-runs
+holds the JSON output of each command below; ``tests/test_cli_golden.py`` re-runs
 them and compares (exact for integers and strings, 1e-9 relative for floats,
 which only absorbs summation-order noise below the printed precision).
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -451,10 +452,10 @@ def _page_pattern(g: Geometry, s: Settings, credit: int) -> tuple[tuple[int, ...
 
     page = g.prefetch_max_lines
 
-    def vec(g_, start, lines, issued):
+    def vec(g_: Geometry, start: Any, lines: Any, issued: Any) -> np.ndarray:
         return np.where((np.asarray(issued) % page) < credit, credit, 0) + 0 * np.asarray(lines)
 
-    def scalar(g_, start, lines, issued):
+    def scalar(g_: Geometry, start: int, lines: int, issued: int) -> int:
         return credit if issued % page < credit else 0
 
     fixed_c = Hypothesis("page-sim", None, None, True, "paged", False, scalar, vec, paths="split")

@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -251,7 +251,7 @@ class Chip:
         return self.cores * np.asarray(bytes_each, dtype=float) / (np.asarray(gbps) * 1e3)
 
     # ------------------------------------------------------------ units, in one place
-    def _stream_ns(self, cycles, bytes_total):
+    def _stream_ns(self, cycles: ArrayLike, bytes_total: ArrayLike) -> np.ndarray:
         """Streaming time: the cycles at the clock, never below what the ceiling allows.
 
         GB/s is bytes per ns, so the ceiling's least stream time is bytes / GB/s ns.
@@ -261,17 +261,44 @@ class Chip:
             np.asarray(bytes_total, dtype=float) / self.ceiling_gbps,
         )
 
-    def time_us(self, cycles, bytes_total=0):
+    @overload
+    def time_us(self, cycles: float, bytes_total: float = 0) -> float: ...
+
+    @overload
+    def time_us(self, cycles: np.ndarray, bytes_total: ArrayLike = 0) -> np.ndarray: ...
+
+    @overload
+    def time_us(self, cycles: ArrayLike, bytes_total: ArrayLike = 0) -> Any: ...
+
+    def time_us(self, cycles: ArrayLike, bytes_total: ArrayLike = 0) -> Any:
         """A request's time: per-request overhead plus streaming time (scalar or array)."""
         t = self.profile.overhead_us + self._stream_ns(cycles, bytes_total) / 1000.0
         return float(t) if np.ndim(t) == 0 else t
 
-    def stream_gbps(self, bytes_total, cycles):
+    @overload
+    def stream_gbps(self, bytes_total: float, cycles: float) -> float: ...
+
+    @overload
+    def stream_gbps(self, bytes_total: np.ndarray, cycles: ArrayLike) -> np.ndarray: ...
+
+    @overload
+    def stream_gbps(self, bytes_total: ArrayLike, cycles: ArrayLike) -> Any: ...
+
+    def stream_gbps(self, bytes_total: ArrayLike, cycles: ArrayLike) -> Any:
         """Throughput while streaming, without the per-request overhead (ceiling applied)."""
         g = np.asarray(bytes_total, dtype=float) / self._stream_ns(cycles, bytes_total)
         return float(g) if np.ndim(g) == 0 else g
 
-    def gbps(self, bytes_total, time_us):
+    @overload
+    def gbps(self, bytes_total: float, time_us: float) -> float: ...
+
+    @overload
+    def gbps(self, bytes_total: np.ndarray, time_us: ArrayLike) -> np.ndarray: ...
+
+    @overload
+    def gbps(self, bytes_total: ArrayLike, time_us: ArrayLike) -> Any: ...
+
+    def gbps(self, bytes_total: ArrayLike, time_us: ArrayLike) -> Any:
         """Aggregate throughput: bytes over the request's time (the article's definition)."""
         g = np.asarray(bytes_total, dtype=float) / (np.asarray(time_us, dtype=float) * 1e3)
         return float(g) if np.ndim(g) == 0 else g

@@ -2,10 +2,12 @@
 
 Why a module of its own: it is the one place that imports ``distributed``
 (the optional extra ``cluster``), so the package works without it and a
-missing extra is one line. The unit of work is the one the local process
-pool runs, :func:`ane_kdma.contract.run_chunk` on an interleaved chunk of
-workloads; :func:`ane_kdma.contract.run_many` hands its chunks here when
-:func:`ane_kdma.contract.options` holds a :class:`Cluster`.
+missing extra is one line. It sits on the runner (:mod:`ane_kdma.runner`),
+which never imports it: the unit of work is the one the local process pool
+runs, :func:`ane_kdma.runner.run_chunk` on an interleaved chunk of workloads
+(:func:`ane_kdma.runner.chunks`); :func:`ane_kdma.runner.run_many` hands its
+chunks here when :func:`ane_kdma.runner.options` holds a :class:`Cluster`
+(a :class:`ane_kdma.runner.Remote`), as :func:`options` or :func:`at` set up.
 
 * The chip and each hypothesis are scattered once per connection (a sweep's
   every call reuses them), to every worker; the chunks refer to them, and
@@ -29,11 +31,12 @@ import os
 import re
 import urllib.parse
 import warnings
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ane_kdma import runner
 from ane_kdma.errors import InputError
 
 if TYPE_CHECKING:
@@ -142,11 +145,9 @@ class Refused:
 def run_on_worker(
     engine: str, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
 ) -> list[Result] | Refused:
-    """contract.run_chunk as a worker runs it (bad input comes back as :class:`Refused`)."""
-    from ane_kdma import contract
-
+    """runner.run_chunk as a worker runs it (bad input comes back as :class:`Refused`)."""
     try:
-        return contract.run_chunk(engine, hypothesis, chip, workloads)
+        return runner.run_chunk(engine, hypothesis, chip, workloads)
     except InputError as exc:
         return Refused(str(exc))
 
@@ -182,15 +183,13 @@ class Cluster:
 
     def width(self) -> int:
         """Threads to fill: --jobs, else the cluster's (else this machine's, until workers come)."""
-        from ane_kdma import contract
-
         if self.slots is not None:
             return self.slots
         try:
             threads = sum(self.client.nthreads().values())
         except Exception as exc:  # the scheduler went away between calls
             raise self._lost(exc) from None
-        return max(1, min(threads or contract.default_jobs(), contract.MAX_JOBS))
+        return max(1, min(threads or runner.default_jobs(), runner.MAX_JOBS))
 
     def run(
         self,
@@ -202,10 +201,8 @@ class Cluster:
         done: Callable[[int], None] | None = None,
     ) -> list[Result]:
         """Every workload through run_chunk on the cluster, in order; `done(n)` as chunks land."""
-        from ane_kdma import contract
-
         dist = _distributed()
-        chunks = contract._chunks(list(range(len(workloads))), self.width() * per_slot)
+        chunks = runner.chunks(len(workloads), self.width() * per_slot)
         out: list[Result | None] = [None] * len(workloads)
         futures: list[Any] = []
         try:
@@ -362,3 +359,30 @@ def connect(address: str, slots: int | None = None, timeout: float = CONNECT_TIM
             why = f"what answers there is not a Dask scheduler ({said})"
         raise ClusterError(f"--scheduler {addr}: {why}") from None
     return Cluster(client, addr, slots, logs)
+
+
+def at(address: str) -> runner.Connect:
+    """The `connect` of :func:`ane_kdma.runner.options` for the scheduler at `address`.
+
+    Checked now (malformed: one line); contacted when the block is entered,
+    with --jobs as the slots.
+    """
+    addr = check_address(address)
+
+    def connect_here(slots: int | None) -> Cluster:
+        return connect(addr, slots=slots)
+
+    return connect_here
+
+
+@contextmanager
+def options(
+    scheduler: str | None, jobs: int | None = None, quiet: bool | None = None
+) -> Iterator[Cluster | None]:
+    """:func:`ane_kdma.runner.options` with its chunks on the scheduler at `scheduler`.
+
+    None: this machine, as the enclosing block has it. The block yields the
+    connected :class:`Cluster` (None without a scheduler) and closes it at its end.
+    """
+    with runner.options(jobs, quiet, at(scheduler) if scheduler is not None else None) as opts:
+        yield opts.cluster if isinstance(opts.cluster, Cluster) else None

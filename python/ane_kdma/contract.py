@@ -4,7 +4,9 @@ Why one module: every analysis (validate, calibrate, sweep, plan, llm, replay)
 speaks only these types and asks the registry for an engine by name, so an
 engine can be swapped (closed form, cycle model, RTL) without the analysis
 knowing. This module imports no engine; the registry names each engine's
-module and imports it on first use.
+module and imports it on first use. How many workloads run where (processes,
+a cluster) is the runner's business (:mod:`ane_kdma.runner`), which sits
+above this module: nothing here imports it.
 
 * :class:`Task`: one core's share of a task descriptor, a byte address and a
   byte size, as the TD holds them.
@@ -19,21 +21,16 @@ module and imports it on first use.
 
 from __future__ import annotations
 
-import functools
 import importlib
-import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol
 
 from ane_kdma.errors import InputError
 from ane_kdma.hw import ADDR_BITS, LINE_BYTES, MAX_CORES
 
 if TYPE_CHECKING:
     from ane_kdma.chip import Chip
-    from ane_kdma.cluster import Cluster
     from ane_kdma.hypotheses import Hypothesis
 
 MAX_TASKS = 1 << 16  # tasks per core in one workload
@@ -311,225 +308,17 @@ def check_engine(name: str) -> str:
     return name
 
 
+def engine_info(name: str) -> EngineInfo:
+    """The registry's entry for `name` (unknown: one line)."""
+    check_engine(name)
+    return next(e for e in REGISTRY if e.name == name)
+
+
 def get_engine(name: str) -> Engine:
     """The engine registered under `name` (its module is imported now, not before)."""
-    check_engine(name)
-    info = next(e for e in REGISTRY if e.name == name)
-    return importlib.import_module(info.module).ENGINE
+    return importlib.import_module(engine_info(name).module).ENGINE
 
 
 def run(engine: str, hypothesis: Hypothesis, chip: Chip, workload: Workload) -> Result:
+    """One workload on the engine registered under `engine` (many: ane_kdma.runner.run_many)."""
     return get_engine(engine).run(hypothesis, chip, workload)
-
-
-# ---------------------------------------------------------------- parallel runs
-
-MAX_JOBS = 1024
-CHUNKS_PER_JOB = 4  # more chunks than processes: sizes differ, so the load evens out
-
-
-def check_jobs(jobs: int) -> int:
-    """A process count for --jobs: 1..MAX_JOBS."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise InputError(f"{jobs!r} processes: not an integer")
-    if not 1 <= jobs <= MAX_JOBS:
-        raise InputError(f"{jobs} processes: must be 1..{MAX_JOBS}")
-    return jobs
-
-
-def default_jobs() -> int:
-    return min(os.cpu_count() or 1, MAX_JOBS)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How run_many spreads work: processes or a Dask cluster, and whether a bar may show."""
-
-    jobs: int = 1
-    quiet: bool = False
-    cluster: Cluster | None = None  # set: chunks go to this Dask cluster (ane_kdma.cluster)
-
-
-_OPTIONS: ContextVar[RunOptions | None] = ContextVar("ane_kdma_run_options", default=None)
-
-
-def current_options() -> RunOptions:
-    return _OPTIONS.get() or RunOptions()
-
-
-@contextmanager
-def options(
-    jobs: int | None = None, quiet: bool | None = None, scheduler: str | None = None
-) -> Iterator[RunOptions]:
-    """Within the block, run_many calls that name no `jobs` use these (the CLI sets them).
-
-    Why a context and not a parameter everywhere: the analyses (sweep, validate,
-    calibrate) call run_many deep down; the CLI decides how wide to run them.
-    `scheduler`: a Dask scheduler's address; the block connects to it first
-    (one line and exit 2 if it does not answer), sends every parallel run_many
-    to it, and closes the client at its end. `jobs` is then the number of
-    workers' worth of chunks (None: the cluster's threads).
-    """
-    cur = current_options()
-    n = check_jobs(jobs) if jobs is not None else None
-    cluster = cur.cluster
-    if scheduler is not None:
-        from ane_kdma import cluster as cluster_mod
-
-        cluster = cluster_mod.connect(scheduler, slots=n)
-    new = RunOptions(
-        n if n is not None else cur.jobs,
-        cur.quiet if quiet is None else quiet,
-        cluster,
-    )
-    token = _OPTIONS.set(new)
-    try:
-        yield new
-    finally:
-        _OPTIONS.reset(token)
-        if cluster is not None and cluster is not cur.cluster:
-            cluster.close()
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def takes_jobs(fn: F) -> F:
-    """Give `fn` `jobs=`, `quiet=` and `scheduler=` keywords that set :func:`options` around it."""
-
-    @functools.wraps(fn)
-    def wrapped(
-        *args: Any,
-        jobs: int | None = None,
-        quiet: bool | None = None,
-        scheduler: str | None = None,
-        **kw: Any,
-    ) -> Any:
-        with options(jobs, quiet, scheduler):
-            return fn(*args, **kw)
-
-    return wrapped  # type: ignore[return-value]
-
-
-def run_many(
-    engine: str,
-    hypothesis: Hypothesis,
-    chip: Chip,
-    workloads: Sequence[Workload],
-    jobs: int | None = None,
-) -> list[Result]:
-    """Every workload on the engine, in order; spread over `jobs` processes (1: inline).
-
-    Each distinct workload runs once. With jobs > 1 and an engine worth it,
-    the workloads go to a process pool in interleaved chunks; each chunk is
-    the engine's own run_many (:func:`run_chunk`), so the per-workload
-    function is the same wherever it runs. With a cluster in :func:`options`
-    (``--scheduler``) the same chunks go to Dask workers instead, whatever
-    `jobs` says (ane_kdma.cluster).
-    """
-    from ane_kdma import progress
-
-    opts = current_options()
-    n_jobs = check_jobs(jobs) if jobs is not None else opts.jobs
-    check_engine(engine)
-    info = next(e for e in REGISTRY if e.name == engine)
-    unique = list(dict.fromkeys(workloads))
-    if opts.cluster is not None and info.parallel and len(unique) >= 2:
-        res = _on_cluster(opts.cluster, engine, hypothesis, chip, unique, info, opts.quiet)
-    elif n_jobs <= 1 or not info.parallel or len(unique) < 2:
-        with progress.bar(len(unique), f"{engine} {hypothesis.name}", opts.quiet) as bar:
-            if not bar.shown or len(unique) < 2 or not (info.parallel and info.cheap_calls):
-                res = get_engine(engine).run_many(hypothesis, chip, unique)
-                bar.update(len(unique))
-            else:  # in pieces, so the bar moves
-                res = []
-                pieces = -(-len(unique) // progress.CHUNK_WORKLOADS)  # workload granularity
-                for chunk in _chunks(list(range(len(unique))), pieces, contiguous=True):
-                    part = [unique[i] for i in chunk]
-                    res += get_engine(engine).run_many(hypothesis, chip, part)
-                    bar.update(len(part))
-    else:
-        per_job = CHUNKS_PER_JOB if info.cheap_calls else 1
-        res = _pooled(engine, hypothesis, chip, unique, n_jobs, per_job, opts.quiet)
-    by = dict(zip(unique, res, strict=True))
-    return [by[w] for w in workloads]
-
-
-def _chunks(idx: list[int], n: int, contiguous: bool = False) -> list[list[int]]:
-    n = max(1, min(n, len(idx)))
-    if contiguous:
-        size = -(-len(idx) // n)
-        return [idx[i : i + size] for i in range(0, len(idx), size)]
-    return [idx[i::n] for i in range(n)]
-
-
-def run_chunk(
-    engine: str, hypothesis: Hypothesis, chip: Chip, workloads: Sequence[Workload]
-) -> list[Result]:
-    """The unit of parallel work: one engine's run_many on one chunk (the pool, or Dask)."""
-    return get_engine(engine).run_many(hypothesis, chip, workloads)
-
-
-def _pooled(
-    engine: str,
-    hypothesis: Hypothesis,
-    chip: Chip,
-    workloads: list[Workload],
-    jobs: int,
-    per_job: int,
-    quiet: bool,
-) -> list[Result]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    from ane_kdma import progress
-
-    # a bar moves at chunk granularity: where calls are cheap, chunks of a few workloads
-    n_chunks = jobs * per_job
-    if per_job > 1 and progress.wanted(quiet):
-        n_chunks = max(n_chunks, -(-len(workloads) // progress.CHUNK_WORKLOADS))
-    chunks = _chunks(list(range(len(workloads))), n_chunks)
-    out: list[Result | None] = [None] * len(workloads)
-    workers = min(jobs, len(chunks))
-    with (
-        progress.bar(len(workloads), f"{engine} {hypothesis.name} x{workers}", quiet) as bar,
-        ProcessPoolExecutor(workers, mp_context=_mp_context()) as pool,
-    ):
-        try:
-            futs = {
-                pool.submit(run_chunk, engine, hypothesis, chip, [workloads[i] for i in c]): c
-                for c in chunks
-            }
-            for fut in as_completed(futs):
-                c = futs[fut]
-                for i, r in zip(c, fut.result(), strict=True):
-                    out[i] = r
-                bar.update(len(c))
-        except BaseException:  # Ctrl-C, SIGTERM, a failed chunk: stop now, not after the queue
-            progress.stop_pool(pool)
-            raise
-    return [r for r in out if r is not None]
-
-
-def _on_cluster(
-    cluster: Cluster,
-    engine: str,
-    hypothesis: Hypothesis,
-    chip: Chip,
-    workloads: list[Workload],
-    info: EngineInfo,
-    quiet: bool,
-) -> list[Result]:
-    from ane_kdma import progress
-
-    per_job = CHUNKS_PER_JOB if info.cheap_calls else 1
-    desc = f"{engine} {hypothesis.name} on {cluster.address}"
-    with progress.bar(len(workloads), desc, quiet) as bar:
-        return cluster.run(engine, hypothesis, chip, workloads, per_job, bar.update)
-
-
-def _mp_context() -> Any:
-    """fork where there is one (no re-import, the registry as the parent has it), else spawn."""
-    import multiprocessing as mp
-
-    methods = mp.get_all_start_methods()
-    return mp.get_context("fork" if "fork" in methods else "spawn")

@@ -30,11 +30,11 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
@@ -42,6 +42,9 @@ from ane_kdma.errors import InputError
 from ane_kdma.fileio import check_dir_target, write_set
 from ane_kdma.hw import lap_and_offset
 from ane_kdma.measured import Measurements
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HARMONIC_BAND = 0.10  # lines this close to the strongest count as its harmonics
 NOTCH_LAPS = tuple(range(1, 9))
@@ -104,11 +107,13 @@ class Overlay:
     page: int
 
 
-def _run(engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray):
+def _run(
+    engine: str, h: hyps.Hypothesis, chip: Chip, lines: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(time µs, GB/s) of every core of the chip streaming `lines` each, on the engine."""
     lb = chip.line_bytes
     loads = [Workload.from_size(int(n) * lb, chip.cores, 1, lb) for n in lines]
-    res = contract.run_many(engine, h, chip, loads)
+    res = runner.run_many(engine, h, chip, loads)
     return np.array([r.time_us for r in res]), np.array([r.gbps for r in res])
 
 
@@ -149,7 +154,9 @@ def compute_sweep(
     return Sweep(d, n, lines, size, times, gbps, engine, chip.ring_lines)
 
 
-def notch_signal(y: np.ndarray, d_step: int, n: int, page: int, line_bytes: int, cores: int):
+def notch_signal(
+    y: np.ndarray, d_step: int, n: int, page: int, line_bytes: int, cores: int
+) -> np.ndarray:
     """y minus its running median over three notch widths: the notches, without the trend."""
     notch_d = 2 * page * line_bytes * cores / (n * 2)  # full width in D
     half = max(1, int(np.ceil(1.5 * notch_d / d_step)))
@@ -282,7 +289,7 @@ def overlay_csv(ov: Overlay) -> bytes:
     return _csv(header, cols, fmt)
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     return buf.getvalue()
@@ -594,7 +601,7 @@ def _table_b_files(
             Workload.from_size(r.bytes_per_core, chip.cores, 1, lb),
             Workload.from_chunks(chunks, chip.cores, lb),
         ]
-    res = contract.run_many(engine, h, chip, loads)
+    res = runner.run_many(engine, h, chip, loads)
     whole = np.array([x.gbps for x in res[0::2]])
     chunked = np.array([x.gbps for x in res[1::2]])
     mib = np.array([r.bytes_per_core / (1 << 20) for r in tb.rows])

@@ -46,9 +46,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ane_kdma import contract, progress, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
+from ane_kdma import progress, runner, validate
 from ane_kdma.calibrate.engine import (
     ANALYTIC_TOL,
     EXACT_ENGINE,
@@ -129,7 +129,7 @@ __all__ = [
 ]
 
 
-@contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
+@runner.takes_options  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.runner)
 @takes_engine  # engine=: the exact engine (the cycle model by default)
 def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = ()) -> Calibration:
     """One hypothesis x mechanism, fitted and evaluated exactly (deterministic); `hold_out`
@@ -149,7 +149,7 @@ def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = (
     return cal
 
 
-@contract.takes_jobs
+@runner.takes_options
 def rank(chip: Chip, cals: list[Calibration]) -> list[Calibration]:
     """The fits in validate's order (:func:`ane_kdma.validate.rank_key`: its counted rows on
     each fit's own profile, then the RMS error; a tie keeps the registries' order), best
@@ -175,7 +175,7 @@ def shortfalls(cal: Calibration) -> list[str]:
     return list(_standing(cal)["failed"])
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[Calibration]:
     """Every buggy hypothesis x every mechanism (or these pairs), in validate's ranking,
@@ -184,7 +184,7 @@ def fit_all(chip: Chip, pairs: Sequence[tuple[str, str]] | None = None) -> list[
         pairs = [(h.name, m.name) for h in hyps.buggy() for m in mechs.REGISTRY]
     check_mechanisms(exact_engine(), [m for _, m in pairs])  # before the first fit
     check_chip(exact_engine(), chip)
-    quiet = contract.current_options().quiet
+    quiet = runner.current_options().quiet
     with shared_searches():  # each mechanism's search, once for every hypothesis
         cals = [fit(chip, h, m) for h, m in progress.iterate(list(pairs), "fit", quiet)]
     return rank(chip, cals)
@@ -213,7 +213,7 @@ def margin(cals: Sequence[Calibration]) -> dict[str, object] | None:
     }
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def hold_out(chip: Chip, hypothesis: str, mechanism: str, datasets: Sequence[str]) -> HoldOut:
     """Fit without `datasets`, then predict every figure of theirs on the exact engine."""

@@ -1,8 +1,10 @@
-"""The exact engine every exact evaluation of a fit runs on (calibrate's one ambient option).
+"""The exact engine every exact evaluation of a fit runs on, and the checks of that choice.
 
-Why a ContextVar beside the contract's run options: the exact runs sit deep in the fit (the
-correction, the V, the residuals) and the caller decides. It lives here alone, so that the
-runner's one options mechanism can take it over by editing this module only.
+The choice itself is one of the runner's run options (``runner.options(exact_engine=...)``,
+the one ambient-options mechanism): the exact runs sit deep in the fit (the correction, the
+V, the residuals) and the caller decides, as it does for --jobs. This module keeps
+calibrate's names for it and what calibrate alone checks (an exact engine, the mechanisms
+and the chip the RTL can build).
 """
 
 from __future__ import annotations
@@ -10,24 +12,22 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 
 ANALYTIC_TOL = 0.02  # the analytic engine's stated accuracy on progress-dependent readings
 
-EXACT_ENGINE = "model"  # the default: the cycle model (the RTL's counters, exactly)
+EXACT_ENGINE = runner.EXACT_ENGINE  # the default: the cycle model (the RTL's counters, exactly)
 RTL_ENGINES = ("rtl", "cocotb")  # the RTL itself: only the mechanisms built in rtl/
-_ENGINE: ContextVar[str] = ContextVar("ane_kdma_calibrate_engine", default=EXACT_ENGINE)
 
 
 def exact_engine() -> str:
-    """The engine the exact evaluations run on (set by :func:`engine_options`)."""
-    return _ENGINE.get()
+    """The engine the exact evaluations run on (the runner's option; :func:`engine_options`)."""
+    return runner.current_options().exact_engine
 
 
 def check_engine(name: str) -> str:
@@ -73,19 +73,13 @@ def check_chip(engine: str, chip: Chip) -> None:
 
 @contextmanager
 def engine_options(engine: str | None = None) -> Iterator[str]:
-    """Within the block, the exact evaluations run on `engine` (None: as they were).
-
-    Why a context, as contract.options is for --jobs: the exact runs sit deep
-    in the fit (the correction, the V, the residuals), and the caller decides.
-    """
+    """Within the block, the exact evaluations run on `engine` (None: as they were): the
+    runner's option, checked first as calibrate needs it (an exact engine)."""
     if engine is None:
         yield exact_engine()
         return
-    token = _ENGINE.set(check_engine(engine))
-    try:
+    with runner.options(exact_engine=check_engine(engine)):
         yield engine
-    finally:
-        _ENGINE.reset(token)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

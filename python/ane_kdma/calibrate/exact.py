@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ane_kdma import contract, validate
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
+from ane_kdma import runner, validate
 from ane_kdma.calibrate.engine import EXACT_ENGINE, exact_engine, takes_engine
 from ane_kdma.calibrate.problem import Bound, Problem, Target
 from ane_kdma.calibrate.search import (
@@ -148,7 +148,7 @@ def _chip_cycles(
             loads.append(Workload.from_chunks([p * lb for p in parts], n_cores, lb))
         else:
             loads.append(Workload.from_size(int(n) * lb, n_cores, 1, lb))
-    runs = contract.run_many(exact_engine(), hyp, chip, loads)
+    runs = runner.run_many(exact_engine(), hyp, chip, loads)
     return np.array([r.cycles for r in runs], dtype=float)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
-from ane_kdma import analytic, contract
+from ane_kdma import analytic, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.calibrate.engine import ANALYTIC_TOL, exact_engine, takes_engine
@@ -146,7 +146,7 @@ def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements)
     return replace(p, notes=notes)
 
 
-@contract.takes_jobs
+@runner.takes_options
 @takes_engine
 def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
     """The fitted sizes on one core in every mode: the analytic engine beside the exact one.
@@ -172,8 +172,8 @@ def confirm(chip: Chip, cal: Calibration) -> dict[str, object]:
     slack = static_slack(fitted.settings)
     misses: list[str] = []
     for h in hyps.registry():
-        exact = [r.cycles for r in contract.run_many(exact_engine(), h, fitted, loads)]
-        fast = [r.cycles for r in contract.run_many("analytic", h, fitted, loads)]
+        exact = [r.cycles for r in runner.run_many(exact_engine(), h, fitted, loads)]
+        fast = [r.cycles for r in runner.run_many("analytic", h, fitted, loads)]
         diff = max(abs(a - b) / a for a, b in zip(exact, fast, strict=True))
         per_mode[h.name] = diff
         if h.static:  # to the cycle, or within a cycle per governor step (static_slack)

@@ -24,10 +24,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
+
+if TYPE_CHECKING:
+    from ane_kdma.chip import Chip
+    from ane_kdma.contract import Workload
 
 MB = 1024.0  # ru_maxrss is in KiB on Linux
 SWEEP = (8, 16384, 8, 4096)  # d_min, d_max, d_step, N
@@ -75,13 +80,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- the items (one process each)
 
 
-def _chip():
+def _chip() -> Chip:
     from ane_kdma import chip as chips
 
     return chips.load()
 
 
-def _speed_loads(cores: int = 1, laps: tuple[int, ...] = (1, 2, 3, 4)):
+def _speed_loads(cores: int = 1, laps: tuple[int, ...] = (1, 2, 3, 4)) -> list[Workload]:
     """k x ring lines on `cores` cores, one workload per k: millions of cycles on the RTL."""
     from ane_kdma.contract import Workload
 
@@ -195,15 +200,14 @@ def _item_sweep(engine: str, jobs: int) -> dict[str, object]:
     lb = chip.line_bytes
     loads = [Workload.from_size(int(x) * lb, chip.cores) for x in lines]
     pair = (chip.hypothesis, hyps.get(hyps.FIXED))
-    with contract.options(scheduler=cluster.from_env()) as opts:  # bench --scheduler
-        on = opts.cluster
+    with cluster.options(cluster.from_env()) as on:  # bench --scheduler
         for h in pair:  # builds outside the clock (on every worker of a cluster)
-            contract.run_many(engine, h, chip, loads[:1], jobs=1)
+            runner.run_many(engine, h, chip, loads[:1], jobs=1)
             workers = on.on_every_worker(engine, h, chip, loads[:1]) if on else 0
         t0 = time.perf_counter()
         cyc = 0
         for h in pair:
-            cyc += sum(r.cycles for r in contract.run_many(engine, h, chip, loads, jobs=jobs))
+            cyc += sum(r.cycles for r in runner.run_many(engine, h, chip, loads, jobs=jobs))
         dt = time.perf_counter() - t0
     where = {"scheduler": on.address, "workers": workers} if on else {}
     return {
@@ -321,11 +325,13 @@ def _judge(name: str, res: dict[str, object]) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    jobs = args.jobs or contract.default_jobs()
+    from ane_kdma import cluster
+
+    jobs = args.jobs or runner.default_jobs()
     items = _wanted(args.only)
-    scheduler = common.run_options(args)["scheduler"]
+    scheduler = common.scheduler_of(args)
     if scheduler is not None and any(name in SWEEP_ITEMS for name in items):
-        with contract.options(scheduler=scheduler):
+        with cluster.options(scheduler):
             pass  # an address that does not answer: one line now, not an error per item
     results: dict[str, dict[str, object]] = {}
     for name in items:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import one_line
@@ -133,7 +133,7 @@ def parse_jobs(text: str) -> int:
     t = text.strip()
     if not re.fullmatch(r"[+-]?[0-9]{1,12}", t):
         raise InputError(f"not a number of processes: {ascii(t[:24])}")
-    return contract.check_jobs(int(t))
+    return runner.check_jobs(int(t))
 
 
 def add_jobs(sp: argparse.ArgumentParser, what: str = "the workloads") -> None:
@@ -166,21 +166,31 @@ def add_scheduler(sp: argparse.ArgumentParser, what: str = "the workloads") -> N
     )
 
 
-def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """jobs=, quiet= and scheduler= for contract.options or a takes_jobs function.
+def scheduler_of(args: argparse.Namespace) -> str | None:
+    """--scheduler, else ANE_KDMA_SCHEDULER (checked: a bad value is one line), else None."""
+    from ane_kdma import cluster
 
-    The scheduler is --scheduler, else ANE_KDMA_SCHEDULER (checked: a bad
-    value is one line); with one and no --jobs, the cluster's width decides.
+    scheduler: str | None = getattr(args, "scheduler", None)
+    return scheduler if scheduler is not None else cluster.from_env()
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """jobs=, quiet= and connect= for runner.options or a takes_options function.
+
+    The scheduler is :func:`scheduler_of`; with one and no --jobs, the
+    cluster's width decides. The connection is made when the block starts.
     """
     from ane_kdma import cluster
 
-    scheduler = getattr(args, "scheduler", None)
-    if scheduler is None:
-        scheduler = cluster.from_env()
+    scheduler = scheduler_of(args)
     jobs = getattr(args, "jobs", None)
     if jobs is None and scheduler is None:
-        jobs = contract.default_jobs()
-    return {"jobs": jobs, "quiet": bool(getattr(args, "json", False)), "scheduler": scheduler}
+        jobs = runner.default_jobs()
+    return {
+        "jobs": jobs,
+        "quiet": bool(getattr(args, "json", False)),
+        "connect": cluster.at(scheduler) if scheduler is not None else None,
+    }
 
 
 def add_common(sp: argparse.ArgumentParser, engine_default: str | None = "model") -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ane_kdma import contract
 from ane_kdma import hypotheses as hyps
+from ane_kdma import runner
 from ane_kdma.cli import common
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
@@ -37,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
     laps = list(range(1, args.laps + 1))
     lines = [k * chip.ring_lines for k in laps]
     loads = [Workload.from_size(n * lb, args.cores, 1, lb) for n in lines]
-    with contract.options(**common.run_options(args)):  # --jobs, --scheduler
-        table = {h.name: contract.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
+    with runner.options(**common.run_options(args)):  # --jobs, --scheduler
+        table = {h.name: runner.run_many(args.engine, h, chip, loads) for h in hyps.registry()}
     fixed = table[hyps.FIXED]
     rows = []
     for i, k in enumerate(laps):

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from ane_kdma import contract, regdump
 from ane_kdma import hypotheses as hyps
 from ane_kdma.cli import common
 from ane_kdma.hw import lap_and_offset
+
+if TYPE_CHECKING:
+    from ane_kdma.measured import Measurements
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _figures(meas) -> list:
+def _figures(meas: Measurements) -> list:
     f = meas.facts
     out = [p.gbps for p in (f.notch, f.shoulder) if p is not None]
     if meas.table_a is not None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ane_kdma import contract
+from ane_kdma import runner
 from ane_kdma import sweep as sw_mod
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--out -: sweep writes a set of files (CSV and PNG), so --out is a folder")
     check_dir_target(Path(args.out))  # before the work, not after
     chip = common.load_chip(args)
-    with contract.options(**common.run_options(args)):  # --jobs, --scheduler
+    with runner.options(**common.run_options(args)):  # --jobs, --scheduler
         sw = sw_mod.compute_sweep(chip, args.d_min, args.d_max, args.d_step, args.n, args.engine)
         ov = None if args.no_overlay else sw_mod.overlay(chip, args.overlay_engine)
         sp = sw_mod.spectrum(sw, chip)

@@ -37,7 +37,7 @@ Two engines compute this:
   time-shifted copies of one another, and jumps steady state: in closed form
   while the token bucket alone paces, by whole periods otherwise. It is exact
   (tests/test_cyclemodel.py holds it to :func:`simulate`, and to itself
-  without the shortcuts; tests/test_batch_rtl.py and tb/ hold the RTL to it).
+  without the shortcuts; tests/test_engines_verilator.py and tb/ hold the RTL to it).
 
 The modules, in the order a reader wants them:
 
@@ -50,12 +50,21 @@ The modules, in the order a reader wants them:
 * ``lines``: the per-line state a group keeps, declared once (:class:`Ring`,
   one column per value, each with its kind); copy, compare, follow and jump
   iterate over that declaration.
-* ``group``: one group of cores in the recurrence: a line's earliest cycle
-  and its grant (:meth:`Group.earliest`, :meth:`Group.grant`), and how far
-  the arithmetic holds still (:meth:`Group.steady_lines`, :meth:`Group.settled`).
-* ``bucket``: the aggregate bucket's arbiter (round-robin over the ports).
+* ``group``: one group of cores in the recurrence, in layers with one job each:
+  ``groupstate`` declares its fields once (and its ring of latest lines);
+  ``pattern`` gives the credit pattern of its task and how far the arithmetic
+  holds still (:meth:`Group.steady_lines`, :meth:`Group.settled`); ``meet``
+  compares and moves states (:meth:`Group.twin`, :meth:`Group.same_state`,
+  :meth:`Group.follow`, :meth:`Group.land`); ``group`` itself a line's earliest
+  cycle and its grant (:meth:`Group.earliest`, :meth:`Group.grant`).
+* ``bucket``: the aggregate bucket: its arbiter (round-robin over the ports),
+  and its closed form under the token form.
 * ``engine``: :func:`run`: the task loop and the general grant-to-grant loop.
-* ``shortcuts``: shadows, the token form and periods (see :class:`Engine`).
+* ``shortcuts``: the engine's exact shortcuts (see :class:`Engine`), one module
+  each: ``shadow`` (followers that are shifted copies of a leader), ``jumps``
+  (the leader's jumps: a period, the token form), ``tokenform`` (the token
+  bucket alone pacing a group's lines), ``joint`` (periods and the token form
+  of the general loop).
 
 Adding a rate or floor mechanism (a new input of :class:`Settings`):
 
@@ -67,11 +76,12 @@ Adding a rate or floor mechanism (a new input of :class:`Settings`):
    :meth:`Group.start_task`; state that differs line by line and that the
    future depends on is a column of ``lines.Ring`` (give its kind; the
    shortcuts then carry it), and a scalar compared in :meth:`Group.same_state`
-   and :meth:`Group.twin` (what a merge of two groups compares).
-3. ``group.py``: say when the arithmetic changes, so no shortcut jumps across
+   and :meth:`Group.twin_key` (what a merge of two groups compares), both in
+   ``meet.py``; a new field is declared in ``groupstate.py``.
+3. ``pattern.py``: say when the arithmetic changes, so no shortcut jumps across
    it: :meth:`Group.steady_lines` (lines it holds still, e.g. until the
    governor's next step) and :meth:`Group.settled` (a start-up the shortcuts
-   wait out, e.g. the warm-up). Nothing in ``shortcuts.py`` changes.
+   wait out, e.g. the warm-up). Nothing in the shortcut modules changes.
 4. tests/test_cyclemodel.py: draw it in ``_settings`` (random mechanisms) and
    in a case of the period and token-form tests; the stepped reference and
    ``skip=False`` decide.

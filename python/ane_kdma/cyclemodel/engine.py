@@ -6,7 +6,8 @@ import heapq
 
 from ane_kdma.cyclemodel.group import Group, groups_of
 from ane_kdma.cyclemodel.job import Backpressure, CoreResult, Job, ModelResult, check, top_cycles
-from ane_kdma.cyclemodel.shortcuts import Joint, Shortcuts
+from ane_kdma.cyclemodel.joint import Joint
+from ane_kdma.cyclemodel.shortcuts import Shortcuts
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.hypotheses import Geometry, Hypothesis
 from ane_kdma.profile import Settings

@@ -8,7 +8,7 @@ batch harness) and ``cocotb`` (the testbench, on Verilator or Icarus).
 
 What an analysis may call on an engine is exactly :class:`ane_kdma.contract.Engine`:
 ``name``, ``exact``, ``run`` and ``run_many`` (through ``contract.run`` /
-``contract.run_many``, which add the process pool and the cluster). An engine
+``runner.run_many``, which add the process pool and the cluster). An engine
 may have more (the analytic one's ``governor_grid``), but an analysis that needs
 such a method imports the module that owns it (``calibrate`` calls
 :func:`ane_kdma.analytic.governor_grid` itself), never reaches it through the

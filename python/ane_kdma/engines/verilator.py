@@ -6,13 +6,13 @@ RTL once per (hypothesis build parameters, core count), with ccache when it
 is installed, into a cache directory, and pipes every workload through one
 process. The harness drives kdma_top as tb/kdma_tb.py's ``run_workload``
 does, so its counters are the cocotb engine's, and the cycle model's
-(tests/test_batch_rtl.py holds it to both, exactly).
+(tests/test_engines_verilator.py holds it to both, exactly).
 
 The RTL is the ground truth; the line checker and back-pressure of the
 testbench are not in this harness (the testbenches test those). So the engine
 builds kdma_top with ``Payload = 0`` by default: the counters-only RTL, with
 no line addresses or test data through memory and KMem, which no counter
-reads (occupancy and every counter stay; tests/test_batch_rtl.py holds the
+reads (occupancy and every counter stay; tests/test_engines_verilator.py holds the
 two builds to the same counters), under ``harness/kdma_batch_top.sv``, which
 registers the run-time settings and the task inputs, so that Verilator does not
 re-evaluate the logic they reach on every ``eval()`` (the harness settles at

@@ -18,7 +18,7 @@
 //   early: the first before an extra idle cycle, the next one (or start_i low)
 //   at the edge that takes the current one, when ready_o is high. kdma_top then
 //   sees the same task sequence on the same cycles as with the inputs direct,
-//   so the counters are the same (tests/test_batch_rtl.py holds them to the
+//   so the counters are the same (tests/test_engines_verilator.py holds them to the
 //   full build and the cycle model).
 module kdma_batch_top #(
   // kdma_top's build parameters, passed through (see kdma_top).

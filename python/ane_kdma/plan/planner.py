@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
@@ -92,7 +92,7 @@ def timings(
         loads.append(workload(c.chunk_bytes, chip))
         if marginal or c.count > 1:
             loads.append(workload(c.chunk_bytes, chip, 2))
-    results = iter(contract.run_many(engine, h, chip, loads))
+    results = iter(runner.run_many(engine, h, chip, loads))
     out = []
     for c in cands:
         first = next(results)

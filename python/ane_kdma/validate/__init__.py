@@ -41,7 +41,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from ane_kdma import contract
+from ane_kdma import contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma.chip import Chip
@@ -241,7 +241,7 @@ def _run(ctx: Ctx, want: Want, engine: str) -> None:
         if w not in entry[1]:
             entry[1].append(w)
     for h, ws in by_h.values():
-        for w, r in zip(ws, contract.run_many(engine, h, ctx.chip, ws), strict=True):
+        for w, r in zip(ws, runner.run_many(engine, h, ctx.chip, ws), strict=True):
             ctx.results[(h.name, w)] = r
 
 
@@ -262,7 +262,7 @@ def judge(rows: list[Row], best: str) -> int:
     return 1 if any(r.counts and not r.passed for r in rows) else 0
 
 
-@contract.takes_jobs  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.contract)
+@runner.takes_options  # jobs=N, quiet=: how its run_many calls spread (ane_kdma.runner)
 def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
     """Every row the chip's data supports, the verdict and the exit status (module doc)."""
     contract.check_engine(engine)

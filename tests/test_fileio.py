@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from refusal import refuses
 
 from ane_kdma import fileio
 from ane_kdma.cli import main
@@ -511,8 +512,7 @@ def test_dump_out_dash_refuses_binary_to_a_terminal_and_json(
     assert capsys.readouterr().err == (
         "ane-kdma: --format bin --out -: standard output is a terminal (redirect it)\n"
     )
-    assert main([*argv, "--json"]) == 2
-    assert "--json needs --out PATH" in capsys.readouterr().err
+    refuses([*argv, "--json"], "--json needs --out PATH")
 
 
 def _tree(folder: Path) -> dict[Path, bytes]:
@@ -540,17 +540,17 @@ def test_calibrate_out_dash_prints_the_profile_and_writes_nothing(
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (profile.to_json(), "")
     assert _tree(folder) == before and _names(tmp_path) == ["m3"]
-    assert main(["calibrate", "--chip", str(folder), "--out", "-", "--json"]) == 2
-    assert "takes no --json" in capsys.readouterr().err
+    argv = ["calibrate", "--chip", str(folder), "--out", "-", "--json"]
+    refuses(argv, "takes no --json", watch=[tmp_path])
 
 
 def test_sweep_out_dash_is_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["sweep", "--out", "-"]) == 2
-    assert capsys.readouterr().err == (
-        "ane-kdma: --out -: sweep writes a set of files (CSV and PNG), so --out is a folder\n"
+    line = refuses(["sweep", "--out", "-"], watch=[tmp_path])
+    assert line == (
+        "ane-kdma: --out -: sweep writes a set of files (CSV and PNG), so --out is a folder"
     )
     assert _names(tmp_path) == []
 

@@ -4,16 +4,13 @@ Every example ends in a patched package or one line and exit status 2, never a
 traceback; the input package is byte for byte and timestamp for timestamp as
 it was; and nothing is left behind but a finished output package (no staging
 folder, no partial package). Examples are derandomized and no example
-database is kept, as in tests/test_fuzz.py.
+database is kept, as in tests/test_cli_fuzz.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shutil
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,14 +18,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.configuration import set_hypothesis_home_dir
+from refusal import check_refusal, run_cli
 from test_patch import RNG_SEED, _clear, coreml
 from test_patch_inputs import snapshot
 from test_patch_models import SEED, _shared
 
-from ane_kdma.cli import main
-
-set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "ane-kdma-hypothesis")  # not the tree
 FUZZ = settings(
     derandomize=True,
     database=None,
@@ -112,18 +106,15 @@ def test_patch_paths_end_in_a_package_or_one_line(scratch: Path) -> None:
         src, out = paths
         argv = ["patch", src, *([out] if out is not None else ["--dry-run"])]
         argv += ["--engine", "analytic"]
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            status = main(argv)
-        text = err.getvalue()
-        assert status in (0, 2), (argv, status, text)
-        if status == 2:
-            assert text.count("\n") == 1 and text.startswith("ane-kdma: "), (argv, text)
+        ran = run_cli(argv)
+        assert ran.status in (0, 2), (argv, ran.status, ran.err)
+        if ran.status == 2:
+            check_refusal(ran, argv=argv)
         for p in packages:
             assert snapshot(scratch / p) == baseline[p], (argv, p)
         assert _left_behind(scratch) == [], argv
         made = sorted(set(os.listdir(scratch)) - set(entries))
-        if status == 0 and out is not None:
+        if ran.status == 0 and out is not None:
             assert Path(out).is_dir() and (Path(out) / "Manifest.json").is_file(), argv
             assert made == [Path(out).name] and Path(out).parent == scratch, (argv, made)
             shutil.rmtree(out)

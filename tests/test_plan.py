@@ -1,4 +1,4 @@
-"""The split planner and the LLM decode estimate.
+"""The split planner (`plan`), and the axis it shares with `llm` and `patch`.
 
 Exact values are asserted only where they follow from the plan's own
 arithmetic (payloads, chunk sums, the window, the affected rule); which plan
@@ -10,17 +10,15 @@ the rule.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from refusal import refuses
 
 from ane_kdma import chip as chips
-from ane_kdma import contract
+from ane_kdma import runner
 from ane_kdma.cli import main
-from ane_kdma.errors import InputError
 from ane_kdma.hw import lap_and_offset
-from ane_kdma.llm import PROJECTIONS, from_hf_dict, get_model, load_models, read_config
 from ane_kdma.plan import (
     AXIS_RANK,
     DEFAULT_AXIS,
@@ -40,13 +38,10 @@ CHIP = chips.load()
 #: the bundled chip's own reading (what --variant buggy means for it)
 BUGGY = CHIP.variant("buggy")
 FAST = "analytic"  # the properties hold on any engine; the closed form keeps the file quick
-HF = chips.data_dir() / "models" / "hf"
-LLAMA_1B = HF / "llama-3.2-1b" / "config.json"
-GEMMA_4B = HF / "gemma-3-4b-it" / "config.json"
 RING = CHIP.ring_lines
 LINE = CHIP.line_bytes
 
-#: the issue's shapes, the article's, both sides of the window, a 3x3 conv, other dtypes
+#: the planner's hard shapes, the article's, both sides of the window, a 3x3 conv, other dtypes
 SHAPES = [
     ("128x65584", 16, 1),  # Cout / 16 = 4099 is prime
     ("512x16336", 16, 1),  # Cout / 16 = 1021 is prime
@@ -71,12 +66,6 @@ def _row(text: str, bits: int = 16, shards: int = 1, engine: str = FAST, axis: s
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> object:
     assert main(argv) == 0
     return json.loads(capsys.readouterr().out)
-
-
-def _fails(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and words in err, err
 
 
 # ---------------------------------------------------------------- payload arithmetic
@@ -166,9 +155,9 @@ def test_choice_is_the_simplest_of_the_fastest(text: str, bits: int, shards: int
     assert s.proposed.clearance(CHIP) == max(c.clearance(CHIP) for c in peers)
 
 
-def test_the_issues_prime_shapes_split_along_cout_in_two_or_three() -> None:
+def test_prime_group_counts_split_along_cout_in_two_or_three() -> None:
     """Cout / 16 prime: unequal whole-group parts do what equal ones cannot (--axis cout; the
-    default axis is Cin since issue 14, so this asks for Cout)."""
+    default axis is Cin, so this asks for Cout)."""
     for text in ("128x65584", "512x16336"):
         r = _row(text, axis="cout")
         assert r.in_window and r.affected, text
@@ -189,8 +178,8 @@ def test_gemma_lm_head_needs_few_tasks() -> None:
 
 def test_the_axis_is_cin_unless_asked() -> None:
     """2048x8192 cuts either way into two clear tasks. The default searches Cin only (partial
-    sums, as the article and the public Core ML pass cut, issue 14); --axis cout searches Cout
-    only. (Until issue 14 both were searched and Cout won the tie as bit-exact.)"""
+    sums, as the article and the public Core ML pass cut); --axis cout searches Cout
+    only."""
     for axis in ("cin", "cout"):
         cands, clears = candidates(Weight(2048, 8192), CHIP, axis)
         assert clears and {c.axis for c in cands if c.tasks == 2} == {axis}
@@ -223,7 +212,7 @@ def test_never_no_split_where_a_simple_split_helps(text: str) -> None:
     groups = w.groups(CHIP.cores)
     half = groups // 2 * w.group_bits() // 8
     one, two = (workload(c, CHIP) for c in ([total], [half, total - half]))
-    t1, t2 = (r.time_us for r in contract.run_many(FAST, BUGGY, CHIP, [one, two]))
+    t1, t2 = (r.time_us for r in runner.run_many(FAST, BUGGY, CHIP, [one, two]))
     r = plan_weight(w, CHIP, BUGGY, FAST, "cout")
     if t2 < (1 - GAIN) * t1:
         assert r.affected and r.time_us_after <= t2 * (1 + TIE)
@@ -265,7 +254,7 @@ def test_plan_explain_in_words(capsys: pytest.CaptureFixture[str]) -> None:
     )
     out = capsys.readouterr().out
     assert "inside the +/-256-line window" in out and "outside the +/-256-line window" in out
-    assert "chosen: Cin" in out and "left whole" in out and "rejected:" in out  # Cin: issue 14
+    assert "chosen: Cin" in out and "left whole" in out and "rejected:" in out  # Cin: the default
     rows = _json(capsys, ["plan", "--shape", "2048x4096", "--engine", FAST, "--explain", "--json"])
     assert rows[0]["explanation"][0].startswith(
         "2048x4096 (fp16): 1048576 B per core = 16384 lines"
@@ -305,186 +294,18 @@ def test_largest_shapes_plan(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plan_bad_shapes_are_one_line(
     capsys: pytest.CaptureFixture[str], shape: str, words: str
 ) -> None:
-    _fails(capsys, ["plan", f"--shape={shape}", "--engine", FAST], words)
+    refuses(["plan", f"--shape={shape}", "--engine", FAST], words)
 
 
 def test_plan_bad_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    _fails(capsys, ["plan", "--shape", "2048x4096", "--dtype", "fp8"], "unknown dtype")
-    _fails(capsys, ["plan", "--shape", "2048x4096", "--lm-head-shards", "0"], "positive")
-    _fails(capsys, ["plan", "--shape", "16x4096", "--lm-head-shards", "5000"], "shards")
-    _fails(capsys, ["plan", "--shape", "2048x4096", "--variant", "nope"], "unknown variant")
-
-
-# ---------------------------------------------------------------- llm
-
-
-def _llm(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    return _json(capsys, ["llm", *argv, "--engine", FAST, "--json"])
-
-
-def test_llm_models_and_rates(capsys: pytest.CaptureFixture[str]) -> None:
-    assert set(load_models()) == {
-        "llama-3.2-1b",
-        "llama-3.2-3b",
-        "llama-3.1-8b",
-        "qwen3-8b",
-        "gemma-3-4b",
-    }
-    doc = _llm(capsys, "--model", "llama-3.2-1b")
-    assert set(doc) >= {
-        "model",
-        "scope",
-        "dtype",
-        "tok_s_unsplit",
-        "tok_s_split",
-        "gbps_unsplit",
-        "gbps_split",
-        "breakdown",
-        "affected",
-    }
-    assert (doc["scope"], doc["dtype"]) == ("all", "fp16")
-    assert [a["projection"] for a in doc["affected"]] == ["gate", "up", "down"]  # the MLP
-    for a in doc["affected"]:
-        assert {"cin", "cout", "count", "bytes_per_core", "axis", "splits"} <= set(a)
-        assert sum(a["chunk_bytes_per_core"]) == a["bytes_per_core"] == 2 * (1 << 20)
-        assert a["count"] == 16
-    assert doc["tok_s_split"] > doc["tok_s_unsplit"]
-    assert doc["gbps_split"] < CHIP.ceiling_gbps
-
-
-def test_llm_breakdown_is_per_projection_never_merged(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _llm(capsys, "--model", "llama-3.2-1b")
-    b = doc["breakdown"]
-    assert list(b) == [*PROJECTIONS, "overhead"]  # q and o share a shape, not an entry
-    assert b["q"] == b["o"] and b["q"]["count"] == 16 and b["lm_head"]["count"] == 8
-    total = sum(v["us_unsplit"] for v in b.values())
-    assert total == pytest.approx(1e6 / doc["tok_s_unsplit"], rel=1e-4)
-    split = sum(v["us_split"] for v in b.values())
-    assert split == pytest.approx(1e6 / doc["tok_s_split"], rel=1e-4)
-
-
-def test_llm_scope_chooses_what_the_patch_splits(capsys: pytest.CaptureFixture[str]) -> None:
-    every = _llm(capsys, "--model", "llama-3.2-1b")
-    mlp = _llm(capsys, "--model", "llama-3.2-1b", "--scope", "mlp")
-    attn = _llm(capsys, "--model", "llama-3.2-1b", "--scope", "attn")
-    assert mlp["tok_s_split"] == every["tok_s_split"]  # only the MLP is in the notch
-    assert attn["affected"] == [] and attn["tok_s_split"] == attn["tok_s_unsplit"]
-    assert attn["affected_outside_scope"] == ["gate", "up", "down"]
-    head = _llm(capsys, "--model", "gemma-3-4b", "--scope", "lm_head")
-    assert [a["projection"] for a in head["affected"]] == ["lm_head"]
-    assert head["affected"][0]["count"] == 16 and head["affected"][0]["cout"] == 16388
-
-
-def test_llm_dtype_scales_the_stored_bytes(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _llm(capsys, "--model", "qwen3-8b", "--dtype", "int8")
-    assert doc["dtype"] == "int8"
-    q = next(a for a in doc["affected"] if a["projection"] == "q")
-    assert q["bytes_per_core"] == 4096 * 4096 // 16  # one lap at one byte a weight
-
-
-def test_llm_config_matches_the_bundled_shapes(capsys: pytest.CaptureFixture[str]) -> None:
-    """The shipped configs are the bundled models' sources: same weights, same figures."""
-    for path, name in ((LLAMA_1B, "llama-3.2-1b"), (GEMMA_4B, "gemma-3-4b")):
-        cfg, bundled = read_config(path), get_model(name)
-        assert cfg.projections() == bundled.projections(), name
-        by_config = _llm(capsys, "--config", str(path))
-        by_name = _llm(capsys, "--model", name)
-        for key in ("tok_s_unsplit", "tok_s_split", "affected", "breakdown"):
-            assert by_config[key] == by_name[key], (name, key)
-    gemma = read_config(GEMMA_4B)
-    assert (gemma.heads, gemma.kv_heads, gemma.head_dim, gemma.vocab) == (8, 4, 256, 262208)
-    assert gemma.tied and read_config(LLAMA_1B).tied  # tied heads still stream every token
-
-
-def test_llm_lm_head_shards_option(capsys: pytest.CaptureFixture[str]) -> None:
-    doc = _llm(capsys, "--config", str(LLAMA_1B), "--lm-head-shards", "4")
-    assert doc["lm_head_shards"] == 4 and doc["breakdown"]["lm_head"]["count"] == 4
-
-
-def _hf(**over: object) -> dict:
-    base = {
-        "model_type": "llama",
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 16,
-        "num_attention_heads": 32,
-        "vocab_size": 128256,
-    }
-    return {**base, **over}
-
-
-def test_hf_families_and_defaults() -> None:
-    m = from_hf_dict(_hf(), "t")
-    assert (m.head_dim, m.kv_heads, m.lm_head_shards, m.tied) == (64, 32, 8, False)  # MHA
-    q2 = from_hf_dict(_hf(model_type="qwen2", num_key_value_heads=4), "t")
-    assert (q2.head_dim, q2.kv_heads, q2.lm_head_shards) == (64, 4, 16)
-    q3 = from_hf_dict(_hf(model_type="qwen3"), "t")
-    assert q3.head_dim == 128  # Qwen3's default head_dim is not hidden / heads
-    mi = from_hf_dict(_hf(model_type="mistral"), "t")
-    assert mi.kv_heads == 8
-    g2 = from_hf_dict(_hf(model_type="gemma2"), "t")
-    assert (g2.head_dim, g2.tied) == (256, True)
-    k = next(p for p in q2.projections() if p.name == "k")
-    assert (k.weight.cin, k.weight.cout) == (2048, 4 * 64)  # GQA: fewer KV heads
-
-
-@pytest.mark.parametrize(
-    "doc,words",
-    [
-        ([1, 2], "one JSON object"),
-        (_hf(model_type="mixtral", num_local_experts=8), "mixture-of-experts"),
-        (_hf(model_type="qwen3_moe", num_experts=128), "mixture-of-experts"),
-        (_hf(num_experts=64), "mixture-of-experts"),
-        (_hf(model_type="gpt2"), "is not one of"),
-        ({k: v for k, v in _hf().items() if k != "hidden_size"}, "missing hidden_size"),
-        (_hf(hidden_size="2048"), "not an integer"),
-        (_hf(hidden_size=2048.0), "not an integer"),
-        (_hf(hidden_size=True), "not an integer"),
-        (_hf(num_hidden_layers=0), "out of range"),
-        (_hf(vocab_size=10**40), "out of range"),
-        (_hf(tie_word_embeddings="yes"), "true or false"),
-        (_hf(num_attention_heads=30), "not a multiple"),
-        (_hf(model_type=None), "model_type"),
-        ({"model_type": "gemma3", "text_config": []}, "text_config"),
-    ],
-    ids=lambda v: str(v)[:30],
-)
-def test_llm_bad_configs_are_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: object, words: str
-) -> None:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(doc))
-    _fails(capsys, ["llm", "--config", str(path), "--engine", FAST], words)
-
-
-def test_llm_unreadable_configs_are_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    bad = tmp_path / "config.json"
-    bad.write_text("{not json")
-    _fails(capsys, ["llm", "--config", str(bad)], "not JSON")
-    bad.write_bytes(b"\xff\xfe\x00")
-    _fails(capsys, ["llm", "--config", str(bad)], "not UTF-8")
-    bad.write_text("[" * 100000 + "]" * 100000)
-    _fails(capsys, ["llm", "--config", str(bad)], str(bad.name))
-    bad.write_text('{"hidden_size": ' + "9" * 5000 + "}")
-    _fails(capsys, ["llm", "--config", str(bad)], "config.json")
-    _fails(capsys, ["llm", "--config", str(tmp_path / "none.json")], "no such config")
-    _fails(capsys, ["llm", "--config", str(tmp_path)], "no such config")
-
-
-def test_llm_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    _fails(capsys, ["llm", "--model", "gpt-5"], "unknown model")
-    _fails(capsys, ["llm"], "--model NAME or --config PATH")
-    _fails(capsys, ["llm", "--model", "llama-3.2-1b", "--config", "x.json"], "not allowed")
-    _fails(capsys, ["llm", "--model", "llama-3.2-1b", "--scope", "ffn"], "invalid choice")
-    _fails(capsys, ["llm", "--model", "llama-3.2-1b", "--dtype", "bf16"], "unknown dtype")
-    with pytest.raises(InputError):
-        get_model("nope")
+    refuses(["plan", "--shape", "2048x4096", "--dtype", "fp8"], "unknown dtype")
+    refuses(["plan", "--shape", "2048x4096", "--lm-head-shards", "0"], "positive")
+    refuses(["plan", "--shape", "16x4096", "--lm-head-shards", "5000"], "shards")
+    refuses(["plan", "--shape", "2048x4096", "--variant", "nope"], "unknown variant")
 
 
 def test_plan_and_llm_report_the_axis_patch_uses(capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 14: Cin partial sums unless --axis cout, said in the header and the JSON."""
+    """Cin partial sums unless --axis cout, said in the header and the JSON."""
     rows = _json(capsys, ["plan", "--shape", "2048x8192", "--engine", FAST, "--json"])
     assert rows[0]["search_axis"] == "cin" and rows[0]["axis"] == "cin"
     argv = ["plan", "--shape", "2048x8192", "--engine", FAST, "--axis", "cout", "--json"]

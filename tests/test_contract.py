@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from ane_kdma import chip as chips
-from ane_kdma import contract, knobs
+from ane_kdma import contract, knobs, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.contract import Task, Workload
 from ane_kdma.errors import InputError
@@ -63,7 +63,7 @@ def laps(engine: str) -> dict[str, dict[int, dict[str, int]]]:
     for h in [FIXED, *BUGGY]:
         loads = [_one(k * RING + x) for k in ks for x in cases.values()]
         loads += [Workload.from_chunks([RING // 2 * LB] * (2 * k), 1, LB) for k in ks]
-        res = [r.cycles for r in contract.run_many(engine, h, CHIP, loads)]
+        res = [r.cycles for r in runner.run_many(engine, h, CHIP, loads)]
         n = len(cases)
         out[h.name] = {
             k: {
@@ -127,7 +127,7 @@ def test_control_split_changes_nothing(engine: str) -> None:
     """Splitting a task that was never in the notch (1 MiB - 16 KiB) gains nothing (< 2%)."""
     n = RING - PAGE
     for h in BUGGY:
-        whole, split = (r.cycles for r in contract.run_many(engine, h, CHIP, [_one(n), _one(n, 2)]))
+        whole, split = (r.cycles for r in runner.run_many(engine, h, CHIP, [_one(n), _one(n, 2)]))
         assert abs(split / whole - 1) < 0.02, f"{h.name}: {whole} -> {split}"
 
 
@@ -140,7 +140,7 @@ def test_core_count_does_not_matter(engine: str) -> None:
             for a in (1, 2, 4, 8, 16)
         ]
         for h in BUGGY:
-            cyc = [r.cycles for r in contract.run_many(engine, h, CHIP, loads)]
+            cyc = [r.cycles for r in runner.run_many(engine, h, CHIP, loads)]
             assert max(cyc) / min(cyc) - 1 < 0.02, f"{h.name} at {lines} lines: {cyc}"
 
 
@@ -162,6 +162,6 @@ def test_never_above_the_ceiling(engine: str) -> None:
     assert greedy.cores * LB / greedy.profile.ns_per_cycle > greedy.ceiling_gbps  # demand above it
     loads = [_one(n, 1, CHIP.cores) for n in (512, 2048, RING + PAGE)]
     for h in hyps.in_rtl():
-        for r in contract.run_many(engine, h, greedy, loads):
+        for r in runner.run_many(engine, h, greedy, loads):
             assert r.gbps <= greedy.ceiling_gbps
             assert greedy.stream_gbps(r.bytes_total, r.cycles) <= greedy.ceiling_gbps + 1e-9

@@ -1,4 +1,5 @@
-"""Issue 18's reproducers: unreadable paths, --jobs in other scripts, bench with nothing to run.
+"""Reproducers as a user types them: unreadable paths, --jobs in other scripts, bench with
+nothing to run, configs that ask too much.
 
 Each case is what a user typed (in a subprocess, through the real entry point,
 with PYTHONUNBUFFERED removed as in a user's shell) and must end in one line
@@ -9,11 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from refusal import refuses
 
 from ane_kdma import fileio
 from ane_kdma.cli import bench as bench_cmd
@@ -28,23 +28,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 
-def _cli(*argv: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None):
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "ane_kdma.cli", *argv],
-        capture_output=True,
-        text=True,
-        env=env or _env(),
-        timeout=120,
-    )
-
-
-def _one_line(proc: subprocess.CompletedProcess[str], message: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
-    assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
-
-
-# --------------------------------------------------------------------------- finding 2: paths
+# --------------------------------------------------------------------------- paths
 
 ARGV_WITH_PATH = {
     "predict --chip": ["predict", "--bytes-per-core", "65536", "--chip", "{}"],
@@ -59,7 +43,7 @@ ARGV_WITH_PATH = {
 def test_a_name_too_long_is_one_line(name: str, tail: str, tmp_path: Path) -> None:
     path = str(tmp_path / ("c" * 300)) + tail
     argv = [a.replace("{}", path) for a in ARGV_WITH_PATH[name]]
-    _one_line(_cli(*argv), "File name too long")
+    refuses(argv, "File name too long", env=_env())
 
 
 def _without_dac() -> tuple[str, ...]:
@@ -82,7 +66,7 @@ def test_a_folder_without_permission_is_one_line(name: str, tmp_path: Path) -> N
     argv = [a.replace("{}", str(target)) for a in ARGV_WITH_PATH[name]]
     locked.chmod(0)
     try:
-        _one_line(_cli(*argv, prefix=prefix), "Permission denied")
+        refuses(argv, "Permission denied", env=_env(), prefix=prefix)
     finally:
         locked.chmod(0o755)
 
@@ -102,7 +86,7 @@ def test_probe_tells_nothing_there_from_cannot_look(tmp_path: Path) -> None:
         fileio.probe("a\0b", "--chip")
 
 
-# --------------------------------------------------------------------------- finding 11: --jobs
+# --------------------------------------------------------------------------- --jobs
 
 
 @pytest.mark.parametrize("text", ["\u0662", "\u00b2", "\uff13", "1\u0662", "\u0663\u0660", "+-2"])
@@ -118,15 +102,15 @@ def test_jobs_in_ascii_is_taken(text: str, jobs: int) -> None:
 
 @pytest.mark.parametrize("command", ["validate", "sweep", "erratum", "calibrate", "bench"])
 def test_every_jobs_option_refuses_an_arabic_indic_two(command: str) -> None:
-    _one_line(_cli(command, "--jobs", "\u0662"), "argument --jobs: not a number of processes")
+    refuses([command, "--jobs", "\u0662"], "argument --jobs: not a number of processes", env=_env())
 
 
-# --------------------------------------------------------------------------- finding 12: bench
+# --------------------------------------------------------------------------- bench
 
 
 @pytest.mark.parametrize("only", [",", "", " , ,"])
 def test_bench_with_no_item_named_is_one_line(only: str) -> None:
-    _one_line(_cli("bench", "--only", only), "names no bench item")
+    refuses(["bench", "--only", only], "names no bench item", env=_env())
 
 
 def test_bench_with_nothing_left_to_run_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,10 +124,10 @@ def test_bench_with_nothing_left_to_run_is_one_line(monkeypatch: pytest.MonkeyPa
 def test_bench_without_icarus_on_the_path_is_one_line(tmp_path: Path) -> None:
     """The reproducer as a user meets it: a PATH where no iverilog is found."""
     env = dict(_env(), PATH=str(tmp_path))
-    _one_line(_cli("bench", "--only", "cocotb-icarus", env=env), "nothing to run")
+    refuses(["bench", "--only", "cocotb-icarus"], "nothing to run", env=env)
 
 
-# --------------------------------------------------------------------------- point 5: HF configs
+# --------------------------------------------------------------------------- HF configs
 
 
 def _config(tmp_path: Path, **over: object) -> str:
@@ -167,7 +151,7 @@ def _config(tmp_path: Path, **over: object) -> str:
 def test_a_config_that_asks_too_much_is_refused_not_computed(
     tmp_path: Path, over: dict, message: str
 ) -> None:
-    _one_line(_cli("llm", "--config", _config(tmp_path, **over)), message)
+    refuses(["llm", "--config", _config(tmp_path, **over)], message, env=_env())
 
 
 def test_text_config_deeper_than_three_levels_is_one_line(tmp_path: Path) -> None:
@@ -178,4 +162,6 @@ def test_text_config_deeper_than_three_levels_is_one_line(tmp_path: Path) -> Non
         doc = {"model_type": "gemma3", "text_config": doc}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(doc))
-    _one_line(_cli("llm", "--config", str(path)), "text_config nested more than 3 levels deep")
+    refuses(
+        ["llm", "--config", str(path)], "text_config nested more than 3 levels deep", env=_env()
+    )

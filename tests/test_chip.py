@@ -1,10 +1,10 @@
 """The chip loader: a chip folder is checked whole, once, by the loader every command shares.
 
-Each bad folder below reproduces a finding of the second hardening round
-(issue 18, findings 3 to 6): every command named in the finding refuses it
-with one line that names the file and the field, exit status 2, before it
-runs anything. And "buggy" is resolved in one place, the chip (issue 15,
-point 4): the profile names its reading, and every caller asks the chip.
+Each bad folder below is one a user could write (numbers out of range in
+measured/, a chip no command can end, unknown names, overlapping registers):
+every command refuses it with one line that names the file and the field,
+exit status 2, before it runs anything. And "buggy" is resolved in one place,
+the chip: the profile names its reading, and every caller asks the chip.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refusal import refuses
 
 from ane_kdma import chip as chips
 from ane_kdma import hypotheses as hyps
@@ -47,17 +48,6 @@ def _copy(tmp_path: Path, name: str, edit: Edit, *, raw: tuple[str, str] | None 
         edit(doc)
         path.write_text(json.dumps(doc))
     return folder
-
-
-def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *words: str) -> str:
-    """One line on stderr naming `words` (file and field), exit 2, nothing on stdout."""
-    assert main(argv) == 2
-    out, err = capsys.readouterr()
-    lines = err.splitlines()
-    assert out == "" and len(lines) == 1 and lines[0].startswith("ane-kdma: "), (argv, err)
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
 
 
 def _commands(folder: Path) -> dict[str, list[str]]:
@@ -93,7 +83,7 @@ def _pop(path: tuple[Any, ...]) -> Edit:
     return edit
 
 
-# --------------------------------------------------------------- finding 3: numbers in measured/
+# --------------------------------------------------------------- numbers in measured/
 
 POINT = "measured/point_facts.json"
 TABLE = "measured/table_a.json"
@@ -109,7 +99,7 @@ def test_a_huge_notch_d_is_refused(
     folder = _copy(tmp_path, POINT, _set(("facts", "notch_point", "d", "value"), "__x__"), raw=None)
     text = (folder / POINT).read_text().replace('"__x__"', token)
     (folder / POINT).write_text(text)
-    _refused(capsys, _commands(folder)[command], "point_facts.json", "notch_point.d.value")
+    refuses(_commands(folder)[command], "point_facts.json", "notch_point.d.value")
 
 
 @pytest.mark.parametrize(
@@ -132,7 +122,7 @@ def test_a_huge_table_a_n_or_d_is_refused(
 ) -> None:
     folder = _copy(tmp_path, TABLE, _set(path, "__x__"))
     (folder / TABLE).write_text((folder / TABLE).read_text().replace('"__x__"', token))
-    _refused(capsys, _commands(folder)[command], "table_a.json", field)
+    refuses(_commands(folder)[command], "table_a.json", field)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +143,7 @@ def test_a_zero_rate_or_time_is_refused(
 ) -> None:
     """A 0 throughput, slope, lap time or baseline was a ZeroDivisionError in validate."""
     folder = _copy(tmp_path, name, _set(path, 0))
-    _refused(capsys, _commands(folder)["validate"], Path(name).name, field)
+    refuses(_commands(folder)["validate"], Path(name).name, field)
 
 
 @pytest.mark.parametrize(
@@ -170,7 +160,7 @@ def test_a_huge_bytes_per_core_is_refused(
 ) -> None:
     """1e20 bytes per core ran validate into a MemoryError after 15 s."""
     folder = _copy(tmp_path, POINT, _set(path, 1e20))
-    _refused(capsys, _commands(folder)["validate"], "point_facts.json", field)
+    refuses(_commands(folder)["validate"], "point_facts.json", field)
 
 
 def test_figures_above_the_ceiling_or_off_their_own_size_are_refused(
@@ -178,19 +168,19 @@ def test_figures_above_the_ceiling_or_off_their_own_size_are_refused(
 ) -> None:
     """Cross-field rules of measured/: physics and the figure's own D x N."""
     folder = _copy(tmp_path, POINT, _set(("facts", "shoulder_point", "throughput", "value"), 200))
-    _refused(capsys, _commands(folder)["validate"], "shoulder_point.throughput.value", "102.4")
+    refuses(_commands(folder)["validate"], "shoulder_point.throughput.value", "102.4")
     folder = _copy(tmp_path / "x", POINT, _set(("facts", "shoulder_point", "x", "value"), 128))
-    _refused(capsys, _commands(folder)["validate"], "shoulder_point.x", "16128 lines")
+    refuses(_commands(folder)["validate"], "shoulder_point.x", "16128 lines")
     folder = _copy(tmp_path / "t", TABLE, _set(("replicas", "a", "values", 0), 1.0))
-    _refused(capsys, _commands(folder)["validate"], "replicas.a.values[0]", "ceiling")
+    refuses(_commands(folder)["validate"], "replicas.a.values[0]", "ceiling")
     split = ("facts", "split_workaround", "splits", 1, "tasks", "value")
     folder = _copy(tmp_path / "s", POINT, _set(split, 3))
-    _refused(capsys, _commands(folder)["validate"], "splits[1]", "3 x 262144 B")
+    refuses(_commands(folder)["validate"], "splits[1]", "3 x 262144 B")
     folder = _copy(tmp_path / "l", TABLE, _set(("d", "values"), list(range(64, 64 * 70, 64))))
-    _refused(capsys, _commands(folder)["validate"], "table_a.json", "d.values", "at most 64")
+    refuses(_commands(folder)["validate"], "table_a.json", "d.values", "at most 64")
 
 
-# --------------------------------------------------------------- finding 4: chips no command ends
+# --------------------------------------------------------------- chips no command ends
 
 
 @pytest.mark.parametrize(
@@ -217,10 +207,10 @@ def test_a_chip_beyond_the_physics_is_refused(
 ) -> None:
     """A 0.001 GB/s ceiling ran every command past 100 s; a 65536-line clamp ran llm 53 s."""
     folder = _copy(tmp_path, "chip.json", edit)
-    _refused(capsys, _commands(folder)[command], "chip.json", field, why)
+    refuses(_commands(folder)[command], "chip.json", field, why)
 
 
-# --------------------------------------------------------------- finding 5: unknown names
+# --------------------------------------------------------------- unknown names
 
 
 @pytest.mark.parametrize("key", ["mechanism", "hypothesis"])
@@ -230,7 +220,7 @@ def test_an_unknown_name_in_the_profile_is_refused_by_every_command(
 ) -> None:
     """mechanism "bogus": predict and plan exited 0; hypothesis "bogus": validate, replay did."""
     folder = _copy(tmp_path, "profile.json", _set((key,), "bogus"))
-    _refused(capsys, _commands(folder)[command], "profile.json", key, "bogus")
+    refuses(_commands(folder)[command], "profile.json", key, "bogus")
 
 
 @pytest.mark.parametrize(
@@ -258,7 +248,7 @@ def test_a_bad_fits_file_is_refused_before_validate_runs(
     """A bogus mechanism in fits.json ran validate's ranking past 20 s."""
     folder = _copy(tmp_path, "fits.json", edit)
     for command in ("validate", "predict"):
-        _refused(capsys, _commands(folder)[command], "fits.json", *words)
+        refuses(_commands(folder)[command], "fits.json", *words)
 
 
 @pytest.mark.parametrize(
@@ -277,10 +267,10 @@ def test_a_profile_is_checked_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Edit, words: tuple[str, ...]
 ) -> None:
     folder = _copy(tmp_path, "profile.json", edit)
-    _refused(capsys, _commands(folder)["predict"], *words)
+    refuses(_commands(folder)["predict"], *words)
 
 
-# --------------------------------------------------------------- finding 6: overlapping registers
+# --------------------------------------------------------------- overlapping registers
 
 
 @pytest.mark.parametrize(
@@ -297,7 +287,7 @@ def test_overlapping_td_registers_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, change: dict, field: str
 ) -> None:
     folder = _copy(tmp_path, "chip.json", lambda d: d["td"]["offsets"].update(change))
-    _refused(capsys, _commands(folder)[command], "chip.json", field, "overlaps")
+    refuses(_commands(folder)[command], "chip.json", field, "overlaps")
 
 
 # --------------------------------------------------------------- bounded reading
@@ -317,7 +307,7 @@ def test_a_folder_is_read_by_name_whatever_else_it_holds(tmp_path: Path) -> None
 
 def test_a_data_file_is_bounded_in_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _copy(tmp_path, POINT, lambda d: d.update(padding="x" * (5 << 20)))
-    _refused(capsys, _commands(folder)["validate"], "point_facts.json")
+    refuses(_commands(folder)["validate"], "point_facts.json")
 
 
 # --------------------------------------------------------------- "buggy", resolved by the chip
@@ -374,7 +364,7 @@ def test_the_profile_names_its_reading() -> None:
 
 
 def test_the_one_geometry_and_the_one_source_parser() -> None:
-    """Issue 15 point 6: the figures spread over the chip itself; one source reader."""
+    """The figures spread over the chip itself; one source reader."""
     assert not hasattr(measured, "Geometry")
     assert CHIP.measured.geo is CHIP
     assert int(CHIP.bytes_per_core(2048, 4096)) == 1 << 20
@@ -388,8 +378,7 @@ def test_an_oversized_measured_file_is_named_as_a_data_file(
     """A 5 MB table_b.json: refused unread, in a line that reads as English."""
     folder = _copy(tmp_path, "chip.json", lambda doc: None)
     (folder / "measured" / "table_b.json").write_bytes(b" " * (5 << 20))
-    _refused(
-        capsys,
+    refuses(
         ["predict", "--bytes-per-core", "1048576", "--chip", str(folder)],
         "table_b.json",
         "too large for a measured data file (at most",
