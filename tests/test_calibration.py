@@ -403,7 +403,7 @@ def test_a_chip_the_rtl_cannot_build_is_refused_before_any_fit(
     def searched(*args: object, **kw: object) -> None:
         raise AssertionError("the search ran")
 
-    monkeypatch.setattr(cal_exact, "_search", searched)
+    monkeypatch.setattr(cal_exact, "search", searched)
     for run in (
         lambda: calibrate.fit(chip, "signed", "none", engine="rtl"),
         lambda: calibrate.fit_all(chip, [("signed", "none")], engine="rtl"),

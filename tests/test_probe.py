@@ -205,8 +205,8 @@ def _edit_manifest(folder: Path, edit: Any) -> None:
     path.write_text(json.dumps(doc))
 
 
-def _as_ramp_1of4(d: dict[str, Any]) -> None:
-    """ramp_1of8's entry made self-consistent for 512 x 128: its package still holds 512 x 64."""
+def _as_rise_1of4(d: dict[str, Any]) -> None:
+    """rise_1of8's entry made self-consistent for 512 x 128: its package still holds 512 x 64."""
     p = d["probes"][1]
     p["shape"]["cin"], p["cin_parts"] = 128, [128]
     p["bytes_per_core"], p["task_bytes_per_core"], p["x"] = 32768, [32768], 512
@@ -214,7 +214,7 @@ def _as_ramp_1of4(d: dict[str, Any]) -> None:
 
 BAD_SETS = [
     (
-        lambda f: _edit_manifest(f, _as_ramp_1of4),
+        lambda f: _edit_manifest(f, _as_rise_1of4),
         "probes[1].file",
         "holds convolutions 512x64 (Cout x Cin), the manifest lists 512x128",
     ),
@@ -358,7 +358,7 @@ def test_without_noise_the_kit_reports_the_hidden_times_exactly(
     task = {name: t - hidden.host_us for name, t in got.items()}
     assert task["k1_x+0"] > 1.5 * task["k1_x-64"]
     assert task["k1_x+0_split2"] < 0.75 * task["k1_x+0"]
-    assert task["tiny"] < task["ramp_1of8"] < task["ramp_1of4"]
+    assert task["tiny"] < task["rise_1of8"] < task["rise_1of4"]
 
 
 def test_a_probe_off_the_neural_engine_is_refused(
@@ -476,7 +476,7 @@ BAD_RUNS = [
     ),
     (lambda d: d.pop("method"), "method", "missing"),
     (lambda d: d["rows"].pop(5), "rows", "no timing for probe k1_x-32"),
-    (lambda d: d["rows"][2].update(name="ramp_1of3"), "rows[2].name", "not a probe"),
+    (lambda d: d["rows"][2].update(name="rise_1of3"), "rows[2].name", "not a probe"),
     (
         lambda d: d["rows"][13]["task_bytes_per_core"].update(values=[131072]),
         "rows[13].cin_parts",

@@ -258,17 +258,17 @@ def test_the_overlay_runs_on_its_own_engine_and_can_be_left_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """sweep --engine model over 8 points pays 8 points per reading, not the overlay's 1,032."""
-    from ane_kdma import contract
+    from ane_kdma import runner
     from ane_kdma.cli import main
 
     runs: list[tuple[str, int]] = []
-    real = contract.run_many
+    real = runner.run_many
 
     def counted(engine: str, h: object, chip: object, loads: list[object], **kw: object) -> object:
         runs.append((engine, len(loads)))
         return real(engine, h, chip, loads, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(contract, "run_many", counted)
+    monkeypatch.setattr(runner, "run_many", counted)
     narrow = ["--d-min", "2040", "--d-max", "2068", "--d-step", "4", "--engine", "model"]
     assert main(["sweep", *narrow, "--out", str(tmp_path / "a"), "--json"]) == 0
     model = sum(n for e, n in runs if e == "model")

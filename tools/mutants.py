@@ -264,7 +264,7 @@ MUTANTS = (
         "(1'b0)",
         PAGED_AND_STATIC,
         "kdma_core: KMem read pointer never advances",
-        checks=("hdl-checker", "scoreboard:data"),
+        checks=("hdl-checker", "scoreboard:line", "scoreboard:data"),
     ),
     Mutant(
         "tail_not_kept",

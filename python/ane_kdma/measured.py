@@ -1,33 +1,19 @@
 """A chip's published measurements (data/chips/<chip>/measured/*.json), loaded into dataclasses.
 
-Why a module: calibration and validation must read the same figures from one
-place, with their units and provenance, instead of literals scattered through
-the code. Loading is strict (a figure without a unit or with a malformed
-number is one line naming the file and key) and open: every file and every
-fact is optional, so a new chip may bring just the figures it has, and any
-source will do as long as each figure names one (a URL or a citation), on the
-dataset or on the figure itself. Analyses skip what a chip does not have.
+Why a module: calibration and validation read the same figures from one place, with
+units and provenance. Loading is strict (a figure without a unit, or malformed, is one
+line naming file and key) and open: every file and fact is optional, and any source
+will do as long as each figure names one. Analyses skip what a chip does not have.
 
 Per-core sizes follow the chip: a matmul X[1,D] x W[D,N] gives each of the
 chip's cores N / cores x D x 2 bytes (fp16, :meth:`ane_kdma.chip.Chip.bytes_per_core`).
 
-Bounds. Every figure is read by the kind of quantity it is (one reader per
-kind below), and each kind has the range the physics allows, so a figure no
-command could use stops here, in the loader every command shares:
-
-* a throughput (GB/s) is above 0 and at most the chip's DRAM ceiling (nothing
-  measured beats the memory's theoretical peak);
-* a time (µs) is above 0, and a measured task or lap time is at least what the
-  ceiling allows for the bytes it moved;
-* a per-core size (B) fits the 32-bit size register (1 .. 2^32 - 1), and a
-  D x N pair gives one in whole lines, N a multiple of the cores;
-* an offset from the notch (lines) is within half a ring, and a point's x
-  agrees with its D x N; a page is within a ring; a lap count k keeps k rings
-  per core in the size register;
-* a task count is 1 .. 65536 (a workload's tasks per core) and the tasks of a
-  split add up to the size they split;
-* R² lies in [0, 1]; a core count in 1 .. the chip's cores;
-* a list holds at most 64 values (:data:`ane_kdma.schema.MAX_LIST`).
+Bounds. Every figure is read by the kind of quantity it is (one reader per kind
+below), each with the range the physics allows: a throughput in (0, ceiling]; a
+time above 0 and at least what the ceiling allows for its bytes; a per-core size
+in the 32-bit size register, in whole lines; an offset within half a ring; a task
+count 1 .. 65536, a split's tasks adding up to its size; R² in [0, 1]; a core count
+up to the chip's; at most 64 values in a list (:data:`ane_kdma.schema.MAX_LIST`).
 
 How each file was measured. Every file states its ``method``, one of
 :data:`METHODS`: an ANE task time (the article's tables: the task alone, from
@@ -37,20 +23,14 @@ The two are not the same quantity, so a file that does not say which it holds
 is refused, in one line naming the file and the field; the method of each file
 is kept in :attr:`Measurements.methods` for the analyses to account for it.
 
-Timed convolutions (``timings.json``): rows of one fp16 1x1 convolution each,
-Cout x Cin, possibly cut into several convolutions (a split variant), with the
-per-core bytes of each part as the planner computes them
-(:meth:`ane_kdma.plan.weight.Weight.bytes_per_core`), a median time and,
-where the file was written by ``ane-kdma probe run``, each round's median
-and the raw samples. The M4's published figures and the probe kit's output
-are both read here.
+Timed convolutions (``timings.json``): one fp16 1x1 convolution a row, Cout x
+Cin, whole or cut (each part's per-core bytes as the planner computes them), a
+median time and, from ``ane-kdma probe run``, each round's median and the samples.
 
-Adding a dataset (a Table B, a Table C): a reader of its file in ``DATASETS``
-and a field in :class:`Measurements`; its figures go through the same kind
-readers (:func:`_figure`, :func:`_gbps`, :func:`_size`, :func:`_time_us`), so
-they carry unit, qualifier and source and get the same bounds. Files are found
-by name, never by listing the folder, so a folder of any size is read in
-bounded time.
+Adding a dataset: a reader of its file in ``DATASETS`` and a field in
+:class:`Measurements`, its figures read by the same kind readers (so they carry
+unit, qualifier and source, and the same bounds). Files are found by name, never
+by listing the folder: a folder of any size is read in bounded time.
 """
 
 from __future__ import annotations
@@ -84,10 +64,7 @@ MAX_PARTS = 16  # convolutions one timed weight is cut into
 #: how a file's figures were measured (its ``method`` field), and what that means for the model
 METHODS: dict[str, str] = {
     "ane-task": "ANE task time: the task alone, as the engine runs it, no host overhead",
-    "coreml-predict": (
-        "a Core ML prediction timed from the host: the framework's per-call overhead is in "
-        "every figure"
-    ),
+    "coreml-predict": "a Core ML prediction timed from the host, per-call overhead in it",
 }
 
 

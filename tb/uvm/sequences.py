@@ -123,23 +123,45 @@ class KdmaSeq(uvm_sequence):
         return KdmaTaskItem(self.get_name(), hyp=ctx.hyp, cores=cores, **kw)
 
 
-def warmed(s: cm.Settings, lines: int) -> cm.Settings:
+def warmed(
+    s: cm.Settings,
+    lines: int,
+    hyp: Hypothesis,
+    geometry: Geometry,
+    backpressure: cm.Backpressure | None,
+) -> cm.Settings:
     """`s` with the demand path's warm-up on: its length and extra latency (1..97 cycles)
-    follow from the size, so the run's random stream is not drawn.
+    follow from the size and the cycle model, so the run's random stream is not drawn.
 
-    The length is a whole number of demand windows (about 1..13 000 starved lines). A starved
+    The length is chosen so that the warm-up's last line decides the counters: a starved
     stream goes out in waves of `window` lines, each wave waiting for the one before it to
-    drain, so the warm-up's last line decides the counters only where it ends a wave: there
-    one line more under the warm-up delays the whole next wave by the extra latency, and one
-    line fewer advances it. Off a wave's end the next line issues within the same wave and
-    the shift is lost in the in-order drain (on the signed reading, starved only at a whole
-    number of laps, the cycle model shows no change for any length it drew before).
+    drain, and one line more under the warm-up changes the run only where that line ends a
+    wave (the next wave then pays the extra latency whole); off a wave's end the shift is lost
+    in the in-order drain. So the length is a whole number of windows (about 1..13 000
+    starved lines), the first of a few such lengths at which the cycle model, run on this
+    transfer and back-pressure, gives different counters for one line more. Without that, a
+    one-line error in the warm-up's length went unseen on the signed reading (starved only at a
+    whole number of laps, every line of the transfer) whatever length the plan drew.
     """
-    return replace(
-        s,
-        dwarm_lines=s.window * -(-(1 + lines % 997 * 13) // s.window),
-        dwarm_extra_cycles=1 + lines % 97,
-    )
+    extra = 1 + lines % 97
+    first = s.window * -(-(1 + lines % 997 * 13) // s.window)
+    job = [[(0, lines)]]
+    for length in range(first, first + 8 * s.window, s.window):
+        if length + 1 >= lines:
+            break
+        a, b = (
+            cm.run(
+                hyp,
+                geometry,
+                replace(s, dwarm_lines=n, dwarm_extra_cycles=extra),
+                job,
+                backpressure,
+            ).cores[0]
+            for n in (length, length + 1)
+        )
+        if a != b:
+            return replace(s, dwarm_lines=length, dwarm_extra_cycles=extra)
+    return replace(s, dwarm_lines=first, dwarm_extra_cycles=extra)
 
 
 class NotchSeq(KdmaSeq):
@@ -176,10 +198,14 @@ class NotchSeq(KdmaSeq):
             lo, hi = bounds[cls]
             x = rng.randint(lo, hi)
             lines = k * self.ctx.ring_lines + x
-            kw = {"settings": warmed(self.ctx.chip_settings, lines)} if k and abs(x) < 32 else {}
-            await self.send(
-                self.task(lines, backpressure=self.ctx.backpressure(lines, p=0.25), **kw)
+            bp = self.ctx.backpressure(lines, p=0.25)
+            ctx = self.ctx
+            kw = (
+                {"settings": warmed(ctx.chip_settings, lines, ctx.hyp, ctx.geometry, bp)}
+                if k and abs(x) < 32
+                else {}
             )
+            await self.send(self.task(lines, backpressure=bp, **kw))
 
 
 class RandomSizeSeq(KdmaSeq):

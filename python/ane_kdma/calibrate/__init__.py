@@ -65,9 +65,9 @@ from ane_kdma.calibrate.exact import (
     BoundCheck,
     Calibration,
     Residual,
-    _exact,
-    _exact_overhead,
     evaluate,
+    exact_cycles,
+    exact_overhead,
     fit_hypothesis,
     fit_mechanism,
     shared_searches,
@@ -77,13 +77,13 @@ from ane_kdma.calibrate.report import (
     ENGINE_WORDS,
     WARM_CYCLES,
     HoldOut,
-    _with_notes,
     confirm,
     hold_out_report,
     render,
     render_hold_out,
     report,
     static_slack,
+    with_notes,
 )
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
@@ -142,10 +142,10 @@ def fit(chip: Chip, hypothesis: str, mechanism: str, hold_out: Sequence[str] = (
     hyp = hyps.get(hypothesis)
     k, grid, fix = fit_mechanism(chip, prob, mech)
     prof = fit_hypothesis(chip, prob, hyp, mech, k, grid, fix)
-    cycles = _exact(chip, prob, prof)  # the overhead adds to every time: one run serves both
-    prof = _exact_overhead(chip, prob, prof, cycles)
+    cycles = exact_cycles(chip, prob, prof)  # the overhead adds to every time: one run serves both
+    prof = exact_overhead(chip, prob, prof, cycles)
     cal = evaluate(chip, prob, prof, cycles=cycles)
-    cal.profile = _with_notes(chip, cal, prob, meas)
+    cal.profile = with_notes(chip, cal, prob, meas)
     return cal
 
 

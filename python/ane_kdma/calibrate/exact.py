@@ -20,13 +20,13 @@ from ane_kdma.calibrate.search import (
     CORRECTIONS,
     STARVED_WINDOWS,
     Fix,
-    _agreement_penalty,
-    _cycles,
-    _objective,
-    _penalty,
-    _profile,
-    _rising_penalty,
-    _search,
+    agreement_penalty,
+    cycles,
+    objective,
+    penalty,
+    profile,
+    rising_penalty,
+    search,
 )
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
@@ -152,7 +152,7 @@ def _chip_cycles(
     return np.array([r.cycles for r in runs], dtype=float)
 
 
-def _exact(chip: Chip, prob: Problem, profile: Profile, cores: int | None = None) -> Fix:
+def exact_cycles(chip: Chip, prob: Problem, profile: Profile, cores: int | None = None) -> Fix:
     """(target cycles, bound cycles) of a profile on the exact engine."""
     fitted = chip.with_profile(profile)
     hyp = hyps.get(profile.hypothesis)
@@ -165,8 +165,8 @@ def _correction(
     chip: Chip, prob: Problem, k: Knobs, mech: mechs.Mechanism, profile: Profile
 ) -> Fix:
     """The exact engine's cycles on one core less the search's closed form, at these knobs."""
-    exact_t, exact_b = _exact(chip, prob, profile, cores=1)
-    t = _cycles(
+    exact_t, exact_b = exact_cycles(chip, prob, profile, cores=1)
+    t = cycles(
         chip,
         k,
         mech,
@@ -174,7 +174,7 @@ def _correction(
         np.array([x.notch for x in prob.targets]),
     )
     b = (
-        _cycles(
+        cycles(
             chip,
             k,
             mech,
@@ -196,7 +196,7 @@ def evaluate(
     fitted = chip.with_profile(profile)
     hyp = hyps.get(profile.hypothesis)
     ns = profile.ns_per_cycle / 1000.0
-    cyc, b_cyc = cycles if cycles is not None else _exact(chip, prob, profile)
+    cyc, b_cyc = cycles if cycles is not None else exact_cycles(chip, prob, profile)
     model = profile.overhead_us + cyc * ns
     residuals = [
         Residual(
@@ -278,17 +278,17 @@ def fit_mechanism(chip: Chip, prob: Problem, mech: mechs.Mechanism) -> Shared:
     if shared is not None and key in shared:
         return shared[key]
     base = _searched_as(mech)
-    k = _search(chip, prob, base, START_WINDOW)
+    k = search(chip, prob, base, START_WINDOW)
     any_buggy = hyps.buggy()[0].name  # the registry's first: the choice changes nothing
     fix: Fix | None = None
     for _ in range(CORRECTIONS):
-        _, ovh, _, _ = _objective(chip, prob, k, base, fix)
-        fix = _correction(chip, prob, k, base, _profile(chip, k, base, ovh, any_buggy))
-        k = _search(chip, prob, base, k.window, fix, near=k)
+        _, ovh, _, _ = objective(chip, prob, k, base, fix)
+        fix = _correction(chip, prob, k, base, profile(chip, k, base, ovh, any_buggy))
+        k = search(chip, prob, base, k.window, fix, near=k)
     grid: dict[str, int] = {}
     if mech.grid:
-        _, ovh, _, _ = _objective(chip, prob, k, base, fix)
-        prof = _fit_grid(chip, prob, mech, _profile(chip, k, mech, ovh, any_buggy))
+        _, ovh, _, _ = objective(chip, prob, k, base, fix)
+        prof = _fit_grid(chip, prob, mech, profile(chip, k, mech, ovh, any_buggy))
         grid = {i.name: getattr(prof, i.name) for i in mech.inputs_own}
     if shared is not None:
         shared[key] = (k, grid, fix)
@@ -323,8 +323,8 @@ def fit_hypothesis(
         kw, wfix = replace(k, window=w), fix
         if starved:
             kw, wfix = _polish(chip, prob, hyp, base, kw, fix)
-        obj, ovh, _, _ = _objective(chip, prob, kw, base, wfix)
-        prof = replace(_profile(chip, kw, mech, ovh, hyp.name), **grid)  # type: ignore[arg-type]
+        obj, ovh, _, _ = objective(chip, prob, kw, base, wfix)
+        prof = replace(profile(chip, kw, mech, ovh, hyp.name), **grid)  # type: ignore[arg-type]
         miss = 0.0
         if prob.slope_per_lap is not None:
             per_k, r2s = _v(chip, prof, hyp, laps)
@@ -336,8 +336,8 @@ def fit_hypothesis(
     _, w, kw, prof = choices[0]
     if base is mech and not starved:  # polished at the chosen window, for this reading
         kw, fix = _polish(chip, prob, hyp, base, kw, fix)
-        _, ovh, _, _ = _objective(chip, prob, kw, base, fix)
-        prof = _profile(chip, kw, mech, ovh, hyp.name)
+        _, ovh, _, _ = objective(chip, prob, kw, base, fix)
+        prof = profile(chip, kw, mech, ovh, hyp.name)
     return prof
 
 
@@ -351,9 +351,9 @@ def _polish(
 ) -> tuple[Knobs, Fix]:
     """The knobs at their window, corrected to the exact engine for this reading and searched
     again from where they are."""
-    _, ovh, _, _ = _objective(chip, prob, k, mech, fix)
-    fix = _correction(chip, prob, k, mech, _profile(chip, k, mech, ovh, hyp.name))
-    return _search(chip, prob, mech, k.window, fix, near=k), fix
+    _, ovh, _, _ = objective(chip, prob, k, mech, fix)
+    fix = _correction(chip, prob, k, mech, profile(chip, k, mech, ovh, hyp.name))
+    return search(chip, prob, mech, k.window, fix, near=k), fix
 
 
 def _fit_grid(chip: Chip, prob: Problem, mech: mechs.Mechanism, prof: Profile) -> Profile:
@@ -378,21 +378,21 @@ def _fit_grid(chip: Chip, prob: Problem, mech: mechs.Mechanism, prof: Profile) -
 def _model_objective(chip: Chip, prob: Problem, prof: Profile) -> tuple[float, float]:
     """(objective, overhead) of a profile on one core of the exact engine (targets, bounds)."""
     ns = prof.ns_per_cycle / 1000.0
-    t_cyc, b_cyc = _exact(chip, prob, prof, cores=1)
+    t_cyc, b_cyc = exact_cycles(chip, prob, prof, cores=1)
     cyc = t_cyc * ns
     meas = np.array([x.measured_us for x in prob.targets])
     w = 1.0 / meas**2
     ovh = max(0.0, float(((meas - cyc) * w).sum() / w.sum()))
-    obj = float((((ovh + cyc - meas) / meas) ** 2).mean()) + _agreement_penalty(prob, ovh + cyc)
+    obj = float((((ovh + cyc - meas) / meas) ** 2).mean()) + agreement_penalty(prob, ovh + cyc)
     if prob.bounds:
         bt = ovh + b_cyc * ns
         for bound, u in zip(prob.bounds, bt, strict=True):
-            obj += _penalty(float(u), bound.lo_us, bound.hi_us)
-        obj += _rising_penalty(prob, bt)
+            obj += penalty(float(u), bound.lo_us, bound.hi_us)
+        obj += rising_penalty(prob, bt)
     return obj, ovh
 
 
-def _exact_overhead(chip: Chip, prob: Problem, profile: Profile, cycles: Fix) -> Profile:
+def exact_overhead(chip: Chip, prob: Problem, profile: Profile, cycles: Fix) -> Profile:
     """The overhead refitted on the exact cycles, clipped into what the constraints allow."""
     ns = profile.ns_per_cycle / 1000.0
     cyc, bc = cycles

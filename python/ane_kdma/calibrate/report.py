@@ -102,7 +102,7 @@ def _targets_note(prob: Problem) -> str:
     )
 
 
-def _with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements) -> Profile:
+def with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements) -> Profile:
     """The profile with notes written from the chip's own data (nothing chip-specific here)."""
     p = cal.profile
     f, ta = meas.facts, meas.table_a

@@ -30,7 +30,7 @@ CORRECTIONS = 2  # search, correct, search again: twice (the second moves the fi
 STARVED_WINDOWS = (64, 72, 80, 88, 96, 104, 112)  # the windows the V chooses from (starved fits)
 
 
-def _cycles(
+def cycles(
     chip: Chip, k: Knobs, mech: mechs.Mechanism, lines: np.ndarray, notch: np.ndarray
 ) -> np.ndarray:
     """One core's cycles for each size, at the notch (no credit) or at full credit.
@@ -57,7 +57,7 @@ def _cycles(
     return out
 
 
-def _penalty(t: float, lo: float, hi: float) -> float:
+def penalty(t: float, lo: float, hi: float) -> float:
     if t > hi:
         return PENALTY * ((t - hi) / hi) ** 2
     if t < lo:
@@ -69,7 +69,7 @@ RISE = 1e-3  # a rising figure rises by at least 0.1% a step (a flat step is not
 INSIDE = 0.002  # an agreement is held this far inside its band (the search is not the engine)
 
 
-def _agreement_penalty(prob: Problem, times: np.ndarray) -> float:
+def agreement_penalty(prob: Problem, times: np.ndarray) -> float:
     out = 0.0
     for g in prob.agreements:
         fig = times[g.a] / (times[g.b] if g.b >= 0 else 1.0)
@@ -81,7 +81,7 @@ def _agreement_penalty(prob: Problem, times: np.ndarray) -> float:
     return out
 
 
-def _rising_penalty(prob: Problem, b_times: np.ndarray) -> float:
+def rising_penalty(prob: Problem, b_times: np.ndarray) -> float:
     out = 0.0
     for group in prob.rising:
         g = [prob.bounds[i].bytes_per_core / b_times[i] for i in group]
@@ -92,7 +92,7 @@ def _rising_penalty(prob: Problem, b_times: np.ndarray) -> float:
     return out
 
 
-def _objective(
+def objective(
     chip: Chip, prob: Problem, k: Knobs, mech: mechs.Mechanism, fix: Fix | None = None
 ) -> tuple[float, float, np.ndarray, np.ndarray]:
     """(objective, overhead, target times, bound times): overhead by weighted least squares."""
@@ -100,25 +100,25 @@ def _objective(
     t_lines = np.array([t.lines for t in prob.targets])
     t_notch = np.array([t.notch for t in prob.targets])
     meas = np.array([t.measured_us for t in prob.targets])
-    cyc = _cycles(chip, k, mech, t_lines, t_notch)
+    cyc = cycles(chip, k, mech, t_lines, t_notch)
     if fix is not None:
         cyc = cyc + fix[0]
     cyc = cyc * ns
     w = 1.0 / meas**2
     ovh = max(0.0, float(((meas - cyc) * w).sum() / w.sum()))
     model = ovh + cyc
-    obj = float((((model - meas) / meas) ** 2).mean()) + _agreement_penalty(prob, model)
+    obj = float((((model - meas) / meas) ** 2).mean()) + agreement_penalty(prob, model)
     b_times = np.zeros(0)
     if prob.bounds:
         b_lines = np.array([b.lines for b in prob.bounds])
         b_notch = np.array([b.notch for b in prob.bounds])
-        b_cyc = _cycles(chip, k, mech, b_lines, b_notch)
+        b_cyc = cycles(chip, k, mech, b_lines, b_notch)
         if fix is not None:
             b_cyc = b_cyc + fix[1]
         b_times = ovh + b_cyc * ns
         for b, t in zip(prob.bounds, b_times, strict=True):
-            obj += _penalty(float(t), b.lo_us, b.hi_us)
-        obj += _rising_penalty(prob, b_times)
+            obj += penalty(float(t), b.lo_us, b.hi_us)
+        obj += rising_penalty(prob, b_times)
     if prob.page is not None:  # full recovery at |x| = page: one page of credit reaches the rate
         knee = min(k.window + prob.page, chip.geometry.kmem_lines) / k.period()
         if knee < k.rate:
@@ -198,7 +198,7 @@ def _starts(
     every start of the rate and of each variable, crossed."""
     parent = mech.parent
     if parent is not None and mech.params_own and mech.starved:
-        up = _to_x(_search(chip, prob, parent, window, fix), parent)
+        up = _to_x(search(chip, prob, parent, window, fix), parent)
         own = [[_log(p, v) for v in p.starts] for p in mech.params_own]
         return [np.concatenate([up, np.array(g)]) for g in itertools.product(*own)]
     each = [[_log(p, v) for v in p.starts] for p in mech.params]
@@ -211,7 +211,7 @@ def _log(p: mechs.Param, v: float) -> float:
     return float(np.log(v)) if p.log else v
 
 
-def _search(
+def search(
     chip: Chip,
     prob: Problem,
     mech: mechs.Mechanism,
@@ -223,7 +223,7 @@ def _search(
     mechanism's inputs at a given window: from fixed starts, or from `near` alone."""
 
     def f(x: np.ndarray) -> float:
-        return _objective(chip, prob, _knobs(x, mech, window), mech, fix)[0]
+        return objective(chip, prob, _knobs(x, mech, window), mech, fix)[0]
 
     if near is not None:
         starts = [_to_x(replace(near, window=window), mech)]
@@ -241,7 +241,7 @@ def _search(
     return _knobs(best, mech, window)
 
 
-def _profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) -> Profile:
+def profile(chip: Chip, k: Knobs, mech: mechs.Mechanism, ovh: float, hyp: str) -> Profile:
     rate = max(1, min(MAX_RATE_Q16, round(k.rate * RATE_ONE)))
     inputs, ovh = mech.to_inputs(k, rate, ovh, chip.ns_per_cycle_hand_set)
     return Profile(

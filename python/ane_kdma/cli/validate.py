@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from ane_kdma import progress
 from ane_kdma import validate as v
 from ane_kdma.cli import common
 
@@ -28,14 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     chip = common.load_chip(args)
-    if not args.json:  # the long work is next: say so first (stderr, so stdout stays the table)
+    if not args.json:  # the long work is next: say so first, where a person watches
         fits = 0 if getattr(args, "no_ranking", False) else len(chip.fits)
         ranked = f", then ranks {fits} fits on their own profiles" if fits else ""
-        print(
+        progress.note(
             f"validate: runs every row on the {args.engine} engine{ranked}; this takes a "
-            "minute or more on a small machine",
-            file=sys.stderr,
-            flush=True,
+            "minute or more on a small machine"
         )
     report = v.validate(
         args.engine,

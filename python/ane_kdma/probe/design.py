@@ -47,7 +47,7 @@ V_FIRST = (-1.0, -0.5, -0.25, -0.125, 0.0, 0.125, 0.25, 0.5, 1.0)
 V_LATER = (-1.0, -0.5, 0.0, 0.5, 1.0)
 RAMP = (8, 4, 2)  # ring fractions (1/8, 1/4, 1/2 of a ring per core)
 TINY_CIN_LINES = 2  # the tiny probe's lines per core
-PURPOSES = ("overhead", "ramp", "v", "control", "split")
+PURPOSES = ("overhead", "rise", "v", "control", "split")
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def design(chip: Chip, laps: int = MAX_LAPS) -> list[Probe]:
         cout, cin = _lap_shape(chip, ring // frac, 1)
         probes.append(
             _weight_probe(
-                chip, f"ramp_1of{frac}", cout, cin, "ramp", f"1/{frac} ring: the nominal rate"
+                chip, f"rise_1of{frac}", cout, cin, "rise", f"1/{frac} ring: the nominal rate"
             )
         )
     for k in range(1, laps + 1):

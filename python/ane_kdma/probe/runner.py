@@ -175,7 +175,7 @@ def run(
         ),
         "rounds": plan.rounds,
         "predictions_per_round": plan.per_round,
-        "warmup": plan.warmup,
+        "warmup_predictions": plan.warmup,
         "set_made_for": manifest.chip,
         "compute_plan": "checked" if all(seen.values()) else "not available: devices not checked",
     }
