@@ -108,7 +108,7 @@ def test_each_tolerance_says_where_it_comes_from() -> None:
     assert all(w for w in bands.values())
 
 
-def _v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
+def v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
     return {
         r.name.split(",")[0]: r for r in report.rows if r.scope == scope and r.name.startswith("V ")
     }
@@ -117,14 +117,14 @@ def _v_rows(report: validate.Report, scope: str) -> dict[str, validate.Row]:
 def test_paged_passes_the_linear_v(report: validate.Report) -> None:
     """The refit profile (issue 16) passes every V row; the previous profile, paged x ramp,
     failed the slope row at k = 1 (R^2 0.976, one arm 7.4% flat)."""
-    rows = _v_rows(report, "paged")
+    rows = v_rows(report, "paged")
     assert len(rows) == 3 and all(r.passed and r.counts for r in rows.values())
 
 
 @pytest.mark.parametrize("scope", ["literal", "signed"])
 def test_static_readings_recover_but_miss_the_slope(report: validate.Report, scope: str) -> None:
     """Their V is convex (time ~ 1 / (window + |x|)): recovery holds, the linear slope does not."""
-    rows = _v_rows(report, scope)
+    rows = v_rows(report, scope)
     assert len(rows) == 3
     slope = rows["V slope near the notch (|x| <= 128)"]
     assert not slope.passed and not slope.counts  # not the best reading: reported, not counted
@@ -262,8 +262,10 @@ def test_the_long_run_is_announced_first_on_stderr(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """One line on stderr before the long work (validate, then the ranking); none with --json,
+    """One line on stderr before the long work (validate, then the ranking), where a person
+    watches (a terminal, or ANE_KDMA_PROGRESS=1, as every progress note); none with --json,
     whose stdout is one document."""
+    monkeypatch.setenv("ANE_KDMA_PROGRESS", "1")
     said: list[str] = []
 
     def judged(engine: str, chip: chips.Chip, rank: bool = True, **kw: object) -> validate.Report:
@@ -276,7 +278,7 @@ def test_the_long_run_is_announced_first_on_stderr(
         args = argparse.Namespace(**base, json=False, no_ranking=no_ranking)
         assert validate_cmd.run(args) == report.exit_status
         (line,) = said[-1].splitlines()
-        assert line.startswith("validate: runs every row on the model engine")
+        assert line.startswith("ane-kdma: validate: runs every row on the model engine")
         assert ("ranks" in line) is (not no_ranking)
         assert capsys.readouterr().out.startswith("validate: engine model")
     assert validate_cmd.run(argparse.Namespace(**base, json=True, no_ranking=False)) == 0

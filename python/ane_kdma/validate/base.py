@@ -184,20 +184,20 @@ class Spec:
     engine: str | None = None  # a fixed engine (None: the one validate runs on)
 
 
-def _rel(model: float, meas: float) -> float:
+def spec_rel(model: float, meas: float) -> float:
     return (model - meas) / meas
 
 
-def _tol(t: float) -> str:
+def spec_tol(t: float) -> str:
     return f"+-{100 * t:g}%"
 
 
-def _rising(values: Sequence[float]) -> bool:
+def spec_rising(values: Sequence[float]) -> bool:
     """Strictly rising: a flat step is not the rise the data shows."""
     return all(b > a for a, b in zip(values, values[1:], strict=False))
 
 
-def _laps(laps: Sequence[int]) -> str:
+def spec_laps(laps: Sequence[int]) -> str:
     return (
         f"{laps[0]}..{laps[-1]}"
         if list(laps) == list(range(laps[0], laps[-1] + 1))
@@ -205,11 +205,11 @@ def _laps(laps: Sequence[int]) -> str:
     )
 
 
-def _size(b: int) -> str:
+def spec_size(b: int) -> str:
     return f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b >> 10} KiB"
 
 
-def _some(items: Sequence[str], most: int = 4) -> str:
+def spec_some(items: Sequence[str], most: int = 4) -> str:
     """The first few of a list, and how many more."""
     more = len(items) - most
     return "; ".join(items[:most]) + (f" and {more} more" if more > 0 else "")

@@ -15,24 +15,24 @@ from ane_kdma.validate.base import (
     Ctx,
     Row,
     Want,
-    _rel,
-    _size,
-    _tol,
+    spec_rel,
+    spec_size,
+    spec_tol,
 )
 
 # ---------------------------------------------------------------- Table A and the points
 
 
-def _table_a_want(ctx: Ctx, h: Hypothesis) -> Want:
+def table_a_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, ctx.lines(int(n))) for n in ctx.table_a.lines_per_core]
 
 
-def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     ta = ctx.table_a
     rows, errs = [], []
     for d, n, med in zip(ta.d, ta.lines_per_core, ta.medians, strict=True):
         t = ctx.time(h, ctx.lines(int(n)))
-        err = _rel(t, float(med))
+        err = spec_rel(t, float(med))
         errs.append(err)
         rows.append(
             Row(
@@ -43,7 +43,7 @@ def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 f"{med:g} us (median of {len(ta.replicas)} replicas)",
                 "us",
                 err,
-                _tol(ctx.bands.table_a),
+                spec_tol(ctx.bands.table_a),
                 abs(err) <= ctx.bands.table_a + EPS,
                 ctx.engine,
             )
@@ -58,7 +58,7 @@ def _table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             "-",
             "relative",
             worst,
-            _tol(ctx.bands.table_a),
+            spec_tol(ctx.bands.table_a),
             abs(worst) <= ctx.bands.table_a + EPS,
             ctx.engine,
             f"D = {ta.d[int(np.argmax(np.abs(errs)))]}; the replicas' own spread "
@@ -85,15 +85,15 @@ def points_of(ctx: Ctx) -> list[tuple[str, Point]]:
     return out
 
 
-def _point_want(ctx: Ctx, h: Hypothesis) -> Want:
+def point_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, ctx.lines(p.lines)) for _, p in points_of(ctx)]
 
 
-def _point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     rows = []
     for label, p in points_of(ctx):
         g = ctx.gbps(h, ctx.lines(p.lines))
-        err = _rel(g, p.gbps.value)
+        err = spec_rel(g, p.gbps.value)
         rows.append(
             Row(
                 "point_facts",
@@ -103,7 +103,7 @@ def _point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 str(p.gbps),
                 "GB/s",
                 err,
-                _tol(ctx.bands.point),
+                spec_tol(ctx.bands.point),
                 abs(err) <= ctx.bands.point + EPS,
                 ctx.engine,
             )
@@ -123,26 +123,26 @@ def _table_b_loads(ctx: Ctx, d_bytes: int) -> tuple[Workload, Workload]:
     return ctx.lines(d_bytes // lb), ctx.chunks(chunks)
 
 
-def _table_b_want(ctx: Ctx, h: Hypothesis) -> Want:
+def table_b_want(ctx: Ctx, h: Hypothesis) -> Want:
     tb = ctx.meas.table_b
     assert tb is not None
     return [(h, w) for r in tb.rows for w in _table_b_loads(ctx, r.bytes_per_core)]
 
 
-def _table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     tb = ctx.meas.table_b
     assert tb is not None
     tol = ctx.bands.table_b
     rows: list[Row] = []
     for r in tb.rows:
         whole, chunked = (ctx.gbps(h, w) for w in _table_b_loads(ctx, r.bytes_per_core))
-        size = f"D = {r.d} ({_size(r.bytes_per_core)} per core)"
+        size = f"D = {r.d} ({spec_size(r.bytes_per_core)} per core)"
         for what, model, fig, unit in (
             ("unsplit", whole, r.unsplit, "GB/s"),
-            (f"{_size(tb.chunk_bytes)} chunks", chunked, r.chunked, "GB/s"),
+            (f"{spec_size(tb.chunk_bytes)} chunks", chunked, r.chunked, "GB/s"),
             ("speedup", chunked / whole, r.speedup, "x"),
         ):
-            err = _rel(model, fig.value)
+            err = spec_rel(model, fig.value)
             rows.append(
                 Row(
                     "table_b",
@@ -152,7 +152,7 @@ def _table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                     f"{fig.value:g} {fig.unit} ({fig.qualifier})",
                     unit,
                     err,
-                    _tol(tol),
+                    spec_tol(tol),
                     abs(err) <= tol + EPS,
                     ctx.engine,
                 )
@@ -164,30 +164,31 @@ def _table_c_load(ctx: Ctx, tasks: int, lines: int) -> Workload:
     return ctx.chunks([lines] * tasks)
 
 
-def _table_c_want(ctx: Ctx, h: Hypothesis) -> Want:
+def table_c_want(ctx: Ctx, h: Hypothesis) -> Want:
     tc = ctx.meas.table_c
     assert tc is not None
     return [(h, _table_c_load(ctx, r.tasks, r.lines_per_task)) for r in tc.rows]
 
 
-def _table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     tc = ctx.meas.table_c
     assert tc is not None
     tol = ctx.bands.table_c
     rows: list[Row] = []
     for r in tc.rows:
         g = ctx.gbps(h, _table_c_load(ctx, r.tasks, r.lines_per_task))
-        err = _rel(g, r.gbps.value)
+        err = spec_rel(g, r.gbps.value)
         rows.append(
             Row(
                 "table_c",
-                f"Table C {_size(tc.bytes_per_core)} as {r.tasks} x {r.lines_per_task:#x} lines",
+                f"Table C {spec_size(tc.bytes_per_core)} as {r.tasks} x "
+                f"{r.lines_per_task:#x} lines",
                 "model",
                 g,
                 f"{r.gbps.value:g} GB/s ({r.gbps.qualifier})",
                 "GB/s",
                 err,
-                _tol(tol),
+                spec_tol(tol),
                 abs(err) <= tol + EPS,
                 ctx.engine,
             )

@@ -14,27 +14,27 @@ from ane_kdma.validate.base import (
     Ctx,
     Row,
     Want,
-    _laps,
-    _rel,
-    _rising,
-    _size,
-    _some,
+    spec_laps,
+    spec_rel,
+    spec_rising,
+    spec_size,
+    spec_some,
 )
 
 # ---------------------------------------------------------------- floor, nominal, k scaling
 
 
-def _floor_want(ctx: Ctx, h: Hypothesis) -> Want:
+def floor_want(ctx: Ctx, h: Hypothesis) -> Want:
     laps = ctx.floor.laps
     return [(m, ctx.lines(k * ctx.ring)) for k in laps for m in (h, ctx.fixed)]
 
 
-def _floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     laps = ctx.floor.laps
     floor = [ctx.gbps(h, ctx.lines(k * ctx.ring)) for k in laps]
     lo, hi = ctx.floor.gbps.lo, ctx.floor.gbps.hi + ctx.bands.floor_slack_gbps
     outside = [(k, g) for k, g in zip(laps, floor, strict=True) if not lo - EPS <= g <= hi + EPS]
-    rising = _rising(floor)
+    rising = spec_rising(floor)
     miss = [f"k = {k}: {g:.2f} GB/s outside" for k, g in outside]
     if not rising:
         falls = [
@@ -46,7 +46,7 @@ def _floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return [
         Row(
             "point_facts",
-            f"floor at x = 0, k = {_laps(laps)}, rising",
+            f"floor at x = 0, k = {spec_laps(laps)}, rising",
             "model",
             min(floor),
             str(ctx.floor.gbps),
@@ -68,24 +68,24 @@ def _nominal_sizes(ctx: Ctx) -> list[int]:
     return [k * ctx.ring + page for k in range(1, top + 1)]
 
 
-def _nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
+def nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, ctx.lines(n)) for n in _nominal_sizes(ctx)]
 
 
-def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     nom = ctx.nominal
     sizes = _nominal_sizes(ctx)
     g = [ctx.gbps(h, ctx.lines(n)) for n in sizes]
     lo, hi = nom.gbps.lo * (1 - ctx.bands.nominal), nom.gbps.hi * (1 + ctx.bands.nominal)
-    rising = _rising(g)
+    rising = spec_rising(g)
     return [
         Row(
             "point_facts",
-            f"nominal rising, k x {_size(ctx.ring * ctx.chip.line_bytes)} + one page per core, "
+            f"nominal rising, k x {spec_size(ctx.ring * ctx.chip.line_bytes)} + one page per core, "
             f"k = 1..{len(sizes)}",
             "model",
             g[-1],
-            f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {_size(nom.high_bytes)})",
+            f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {spec_size(nom.high_bytes)})",
             "GB/s",
             None,
             f"rising, every size in {lo:.2f}-{hi:.2f} GB/s "
@@ -99,7 +99,7 @@ def _nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     ]
 
 
-def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     laps = np.array(ctx.floor.laps, dtype=float)
     excess = np.array(
         [
@@ -132,12 +132,12 @@ def _k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 # ---------------------------------------------------------------- lap times
 
 
-def _lap_want(ctx: Ctx, h: Hypothesis) -> Want:
+def lap_want(ctx: Ctx, h: Hypothesis) -> Want:
     x = -ctx.lap_times.shoulder_offset
     return [(h, ctx.lines(k * ctx.ring)) for k in ctx.floor.laps] + [(h, ctx.lines(ctx.ring + x))]
 
 
-def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     """The lap times as the article reads them (issue 16): at x = 0 the median over the
     measured laps of time / k; at the shoulder the one-lap task, x = -offset."""
     lt, laps = ctx.lap_times, ctx.floor.laps
@@ -150,7 +150,7 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     per_k: dict[str, object] = {"per_k": per}
     for name, model, fig, note, values in (
         (
-            f"lap time at x = 0: median over k = {_laps(laps)} of time / k",
+            f"lap time at x = 0: median over k = {spec_laps(laps)} of time / k",
             notch,
             lt.notch,
             "time / k: " + " / ".join(f"{t:.0f}" for t in per) + " us",
@@ -164,7 +164,7 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             {},
         ),
     ):
-        err = _rel(model, fig.value)
+        err = spec_rel(model, fig.value)
         rows.append(
             Row(
                 "point_facts",
@@ -187,7 +187,7 @@ def _lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 # ---------------------------------------------------------------- the V, per hypothesis
 
 
-def _v_want(ctx: Ctx, h: Hypothesis) -> Want:
+def v_want(ctx: Ctx, h: Hypothesis) -> Want:
     out = []
     for k in ctx.floor.laps:
         for x in ctx.v_notch.recovery_offsets:
@@ -226,7 +226,7 @@ def v_slopes(
     return per_k, r2s
 
 
-def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     rows = []
     for x in sorted(ctx.v_notch.recovery_offsets):
         errs = []
@@ -238,7 +238,7 @@ def _v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
         rows.append(
             Row(
                 "point_facts",
-                f"V recovery at x = {x:+d}, k = {_laps(ctx.floor.laps)}",
+                f"V recovery at x = {x:+d}, k = {spec_laps(ctx.floor.laps)}",
                 h.name,
                 worst,
                 "recovers fully (0% from nominal)",
@@ -265,7 +265,7 @@ def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
     slope_meas = ctx.k_scaling.slope_per_lap.value
     per_k, r2s = v_slopes(ctx, h)
     where = [(k, side) for k in laps for side in SIDES]
-    errs = [_rel(v, slope_meas) for v in per_k]
+    errs = [spec_rel(v, slope_meas) for v in per_k]
     i = max(range(len(errs)), key=lambda j: abs(errs[j]))
     j = min(range(len(r2s)), key=lambda n: r2s[n])
     bad = [
@@ -279,7 +279,7 @@ def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
 
     return Row(
         "point_facts",
-        f"V slope near the notch (|x| <= {ctx.bands.slope_x}), each side, k = {_laps(laps)}",
+        f"V slope near the notch (|x| <= {ctx.bands.slope_x}), each side, k = {spec_laps(laps)}",
         h.name,
         per_k[i],
         f"{ctx.k_scaling.slope_per_lap} x k (R^2 {ctx.k_scaling.r_squared})",
@@ -291,7 +291,7 @@ def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
         ctx.engine,
         f"worst slope {at(i)}: {per_k[i]:.3f} us/line per lap ({100 * errs[i]:+.1f}%); "
         f"worst R^2 {at(j)}: {r2s[j]:.3f}; slope/k {min(per_k):.3f}..{max(per_k):.3f}; "
-        f"|x| step {SLOPE_STEP}" + (f"; failing: {_some(bad)}" if bad else ""),
+        f"|x| step {SLOPE_STEP}" + (f"; failing: {spec_some(bad)}" if bad else ""),
         {
             "slope_per_k": per_k,
             "r2": r2s,

@@ -24,14 +24,14 @@ from ane_kdma.validate.base import (
     Ctx,
     Row,
     Want,
-    _rel,
-    _size,
+    spec_rel,
+    spec_size,
 )
 
 # ---------------------------------------------------------------- split, control, only-total
 
 
-def _split_want(ctx: Ctx, h: Hypothesis) -> Want:
+def split_want(ctx: Ctx, h: Hypothesis) -> Want:
     s = ctx.split
     lb = ctx.chip.line_bytes
     out = [(ctx.fixed, ctx.lines(s.bytes_per_core // lb))]
@@ -39,18 +39,18 @@ def _split_want(ctx: Ctx, h: Hypothesis) -> Want:
     return out
 
 
-def _split_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def split_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     s = ctx.split
     lb = ctx.chip.line_bytes
     nominal = ctx.gbps(ctx.fixed, ctx.lines(s.bytes_per_core // lb))
     rows = []
     for tasks, task_bytes in s.splits:
         g = ctx.gbps(h, ctx.chunks([task_bytes // lb] * tasks))
-        err = _rel(g, nominal)
+        err = spec_rel(g, nominal)
         rows.append(
             Row(
                 "point_facts",
-                f"split workaround: {_size(s.bytes_per_core)} as {tasks} x "
+                f"split workaround: {spec_size(s.bytes_per_core)} as {tasks} x "
                 f"{task_bytes // 1024} KiB",
                 "model",
                 g,
@@ -66,20 +66,20 @@ def _split_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return rows
 
 
-def _control_want(ctx: Ctx, h: Hypothesis) -> Want:
+def control_want(ctx: Ctx, h: Hypothesis) -> Want:
     n = ctx.control_bytes // ctx.chip.line_bytes
     return [(h, ctx.lines(n)), (h, ctx.lines(n, split=2))]
 
 
-def _control_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def control_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     b = ctx.control_bytes
     n = b // ctx.chip.line_bytes
     whole = ctx.gbps(h, ctx.lines(n))
     split = ctx.gbps(h, ctx.lines(n, split=2))
-    gain = _rel(split, whole)
+    gain = spec_rel(split, whole)
     v_notch = ctx.v_notch
     page = v_notch.page * ctx.chip.line_bytes if v_notch else 0
-    label = f"1 MiB - {page // 1024} KiB" if page and b + page == 1 << 20 else _size(b)
+    label = f"1 MiB - {page // 1024} KiB" if page and b + page == 1 << 20 else spec_size(b)
     return [
         Row(
             "point_facts",
@@ -108,18 +108,18 @@ def _pairs(ctx: Ctx) -> list[tuple[int, int, int]]:
     ] or [(0, 0, target // ctx.chip.line_bytes)]
 
 
-def _only_total_want(ctx: Ctx, h: Hypothesis) -> Want:
+def only_total_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, ctx.lines(n)) for _, _, n in _pairs(ctx)]
 
 
-def _only_total_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def only_total_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     sizes = _pairs(ctx)
     gbps = [ctx.gbps(h, ctx.lines(n)) for _, _, n in sizes]
     spread = max(gbps) / min(gbps) - 1
     return [
         Row(
             "point_facts",
-            f"only the total matters: D x N pairs with {_size(ctx.only_total.bytes_per_core)} "
+            f"only the total matters: D x N pairs with {spec_size(ctx.only_total.bytes_per_core)} "
             "per core",
             "model",
             spread,
@@ -152,11 +152,11 @@ def _core_count_workloads(ctx: Ctx) -> list[list[Workload]]:
     return out
 
 
-def _core_count_want(ctx: Ctx, h: Hypothesis) -> Want:
+def core_count_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, w) for per in _core_count_workloads(ctx) for w in per]
 
 
-def _core_count_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def core_count_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     cc = ctx.core_count
     spreads, detail = [], []
     for d, per in zip(cc.d, _core_count_workloads(ctx), strict=True):
@@ -198,15 +198,15 @@ def _scramble_workloads(ctx: Ctx) -> tuple[Workload, Workload]:
     return base, scram
 
 
-def _scramble_want(ctx: Ctx, h: Hypothesis) -> Want:
+def scramble_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(h, w) for w in _scramble_workloads(ctx)]
 
 
-def _scramble_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def scramble_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     sc = ctx.scrambling
     base, scram = _scramble_workloads(ctx)
     change = ctx.time(h, base) / ctx.time(h, scram) - 1
-    meas_change = _rel(sc.scrambled.value, sc.baseline.value)
+    meas_change = spec_rel(sc.scrambled.value, sc.baseline.value)
     n = ctx.meas.facts.core_count.n if ctx.meas.facts.core_count else ctx.table_a.n
     return [
         Row(
@@ -235,7 +235,7 @@ def _ceiling_sweep(ctx: Ctx) -> list[Workload]:
     return [ctx.lines(int(x)) for x in ctx.meas.geo.lines_per_core(np.arange(lo, hi + 1, step), n)]
 
 
-def _ceiling_want(ctx: Ctx, h: Hypothesis) -> Want:
+def ceiling_want(ctx: Ctx, h: Hypothesis) -> Want:
     return [(m, w) for m in hyps.registry() for w in _ceiling_sweep(ctx)]
 
 
@@ -254,7 +254,7 @@ def _greedy(ctx: Ctx) -> tuple[Chip, Workload]:
     return ctx.chip.with_profile(greedy), ctx.lines(1024)
 
 
-def _ceiling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+def ceiling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     chip = ctx.chip
     ceiling = chip.ceiling_gbps
     worst_t = worst_s = 0.0
@@ -306,7 +306,7 @@ def _ceiling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
         rate = p.core_rate_q16 / (1 << 16) * chip.line_bytes / p.ns_per_cycle
         asym = chip.cores * rate
         anemll = ctx.meas.platform.anemll
-        err = _rel(asym, anemll.value)
+        err = spec_rel(asym, anemll.value)
         rows.append(
             Row(
                 "platform",
