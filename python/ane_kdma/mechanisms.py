@@ -13,7 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ane_kdma.errors import InputError
-from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, RATE_FRAC_BITS, RTL_SETTINGS
+from ane_kdma.hw import (
+    AGG_RATE_BITS,
+    DWARM_EXTRA_BITS,
+    DWARM_LINES_BITS,
+    LATENCY_BITS,
+    RAMP_STEP_BITS,
+    RATE_BITS,
+    RTL_SETTINGS,
+    WINDOW_BITS,
+)
 
 
 @dataclass(frozen=True)
@@ -131,13 +140,13 @@ class Field:
 #: the RTL's run-time inputs, in settings_t order (a seed: the design round moves each field
 #: into the registry entry that owns it, with its range and off value)
 _RTL_BITS = {
-    "latency": 12,  # $clog2(MaxLatencyCycles + 1), MaxLatencyCycles = 4095
-    "window": 11,  # $clog2(KMEM_LINES + 1), KMEM_LINES = 1024
-    "core_rate_q16": RATE_FRAC_BITS + 1,
-    "agg_rate_q16": RATE_FRAC_BITS + 6,
-    "ramp_start_q16": RATE_FRAC_BITS + 1,
-    "ramp_step_lines": 20,  # RAMP_STEP_BITS
-    "ramp_inc_q16": RATE_FRAC_BITS + 1,
+    "latency": LATENCY_BITS,
+    "window": WINDOW_BITS,  # wide enough for the largest KMem a build may have (4096 lines)
+    "core_rate_q16": RATE_BITS,
+    "agg_rate_q16": AGG_RATE_BITS,
+    "ramp_start_q16": RATE_BITS,
+    "ramp_step_lines": RAMP_STEP_BITS,
+    "ramp_inc_q16": RATE_BITS,
     "dwarm_lines": DWARM_LINES_BITS,
     "dwarm_extra_cycles": DWARM_EXTRA_BITS,
 }
