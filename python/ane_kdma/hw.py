@@ -87,9 +87,10 @@ def lap_and_offset(lines: int, ring_lines: int) -> tuple[int, int]:
     return k, lines - k * ring_lines
 
 
-#: the run-time settings kdma_top (and the testbench top) has input ports for, in the batch
-#: harness's input order; any other setting of the cycle model (a memory warm-up, a per-task
-#: cost, the demand window that grows) is not built in the RTL
+#: the run-time settings the RTL takes, the members of kdma_pkg::settings_t in declaration
+#: order (mechanisms.rtl_fields() gives their widths; ane_kdma.rtl_settings packs them); any
+#: other setting of the cycle model (a memory warm-up, a per-task cost, the demand window
+#: that grows) is not built in the RTL
 RTL_SETTINGS = (
     "latency",
     "window",
