@@ -26,7 +26,7 @@ from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE
 from ane_kdma.schema import Doc
 
-MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
+MAX_LATENCY_CYCLES = 4095  # kdma_pkg::MAX_LATENCY_CYCLES (tests/test_pkg_parity.py)
 AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-line bank in 22 bits
 MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
 MAX_WARM_LINES = (1 << 20) - 1
