@@ -151,7 +151,7 @@ def test_the_search_estimates_the_starved_mechanisms_closely() -> None:
         window=96,
         params={**gov, "warm_per_line": 109 / 96, "warm_lines": 10831.0},
     )
-    fluid = cal_search._cycles(CHIP, knobs, mechs.get("demand-warmup"), lines, notch)
+    fluid = cal_search.cycles(CHIP, knobs, mechs.get("demand-warmup"), lines, notch)
     exact = analytic.governor_grid(
         latency=np.array(628),
         window=np.array(96),
@@ -168,7 +168,7 @@ def test_the_search_estimates_the_starved_mechanisms_closely() -> None:
     assert np.abs(fluid / exact - 1).max() < 5e-4
 
     win = replace(knobs, params={**gov, "dwin_frac": 73 / 96, "dwin_step": 438.0})
-    fluid = cal_search._cycles(CHIP, win, mechs.get("demand-window"), lines[:2], notch[:2])
+    fluid = cal_search.cycles(CHIP, win, mechs.get("demand-window"), lines[:2], notch[:2])
     prof = replace(
         PROFILE,
         mechanism="demand-window",
@@ -276,14 +276,14 @@ def test_one_judge_a_tolerance_moves_both(
     # (the demand window's +2.54%, and no other Table B figure of either is past 2.8%), so the
     # committed pair drops to 42 of 43 and the demand window heads the ranking.
     prob = calibrate.problem(CHIP, CHIP.measured)
-    cyc, _ = cal_exact._exact(CHIP, prob, PROFILE)
+    cyc, _ = cal_exact.exact_cycles(CHIP, prob, PROFILE)
     times = PROFILE.overhead_us + cyc * PROFILE.ns_per_cycle / 1000.0
-    held = cal_search._agreement_penalty(prob, times)
+    held = cal_search.agreement_penalty(prob, times)
     monkeypatch.setattr(specs, "TABLE_B_TOL", 0.028)
     moved = calibrate.problem(CHIP, CHIP.measured)  # the objective's bands follow
     assert moved.bands is not None and moved.bands.table_b == 0.028
     assert {g.tol for g in moved.agreements if g.name.startswith("Table B")} == {0.028}
-    assert cal_search._agreement_penalty(moved, times) > held  # the 2.95% speedup: further out
+    assert cal_search.agreement_penalty(moved, times) > held  # the 2.95% speedup: further out
     after = validate.rank(CHIP, profiles)
     assert _pairs(after) == pairs[::-1]
     assert after[0]["failed"] == []

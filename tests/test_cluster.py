@@ -529,7 +529,10 @@ def test_a_scheduler_that_goes_away_is_one_line(tmp_path: Path) -> None:
         assert sched.stdout is not None
         addr = sched.stdout.readline().strip()
         threading.Timer(5.0, sched.kill).start()
-        argv = ["sweep", "--engine", "model", "--out", "o", "--scheduler", addr]
+        # the overlay on the model engine too (its default is analytic): 1 032 more cluster runs,
+        # so the sweep is still running when the scheduler goes
+        argv = ["sweep", "--engine", "model", "--overlay-engine", "model", "--out", "o"]
+        argv += ["--scheduler", addr]
         err = refuses(argv, addr, env=env, cwd=tmp_path, watch=[tmp_path], timeout=300)
     finally:
         sched.kill()
