@@ -17,8 +17,9 @@ a profile carries only the run-time inputs of its own mechanism.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
@@ -42,9 +43,33 @@ __all__ = [
     "MAX_WARM_LINES",
     "Profile",
     "Settings",
+    "Uncertainty",
     "load_fits",
     "load_profile",
 ]
+
+MAX_MEMBERS = 32  # fits kept to span the intervals: each prediction's band runs every one
+_NOT_FITTABLE = ("name", "hypothesis", "mechanism", "notes", "uncertainty")
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """How sure a fit is: its free parameters' intervals and fits that span them.
+
+    ``members`` are other fits that pass the same checks as the profile itself,
+    each given as the fields where it differs from the profile; together they
+    span ``intervals`` (each interval holds the profile's own value and every
+    member's). A prediction's band is the lowest and highest figure over the
+    profile and its members (:meth:`Profile.members`), so a band follows the
+    parameters' correlations rather than a box around them. ``free`` and
+    ``kept`` say, per field, why the data pins it or why it came from a prior.
+    """
+
+    method: str
+    intervals: dict[str, tuple[float, float]]
+    members: tuple[dict[str, Any], ...]
+    free: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -135,6 +160,14 @@ class Profile:
     dwarm_extra_cycles: int = 0
     dwin_start_lines: int = 0  # the demand window that grows (0: off)
     dwin_step_lines: int = 1
+    uncertainty: Uncertainty | None = None  # intervals and spanning fits, if calibrate wrote them
+
+    def members(self) -> tuple[Profile, ...]:
+        """This profile, then each fit of its uncertainty (none: this profile alone)."""
+        if self.uncertainty is None:
+            return (self,)
+        base = replace(self, uncertainty=None)
+        return (base, *(replace(base, **m) for m in self.uncertainty.members))
 
     def mechanism_inputs(self) -> dict[str, int]:
         """The run-time inputs of the rate mechanisms, as Settings takes them."""
@@ -145,6 +178,13 @@ class Profile:
 
     def to_json(self) -> str:
         doc = asdict(self)
+        if self.uncertainty is None:
+            del doc["uncertainty"]
+        else:
+            doc["uncertainty"]["intervals"] = {
+                k: list(v) for k, v in self.uncertainty.intervals.items()
+            }
+            doc["uncertainty"]["members"] = list(self.uncertainty.members)
         own = mechs.get(self.mechanism).inputs
         for i in mechs.inputs():  # another mechanism's inputs, off: left out (most of them)
             if i.name not in own and doc[i.name] == i.off and not i.always_written:
@@ -155,6 +195,9 @@ class Profile:
     def from_doc(cls, doc: Doc) -> Profile:
         """Schema-checked: types, finite values, ranges the RTL can take, registered names."""
         notes = doc.strings("notes") if doc.has("notes") else {}
+        inputs: dict[str, Any] = {
+            i.name: _opt_int(doc, i.name, i.off, i.lo, i.hi) for i in mechs.inputs()
+        }
         prof = cls(
             name=doc.string("name"),
             ns_per_cycle=doc.number("ns_per_cycle", positive=True, hi=1e6),
@@ -166,7 +209,7 @@ class Profile:
             notes=notes,
             hypothesis=_reading(doc),
             mechanism=_mechanism(doc).name,
-            **{i.name: _opt_int(doc, i.name, i.off, i.lo, i.hi) for i in mechs.inputs()},
+            **inputs,
         )
         own = mechs.get(prof.mechanism).inputs
         for i in mechs.inputs():
@@ -181,6 +224,8 @@ class Profile:
             prof.settings_check()
         except InputError as exc:
             raise doc.fail(doc.where, str(exc)) from None
+        if doc.has("uncertainty"):
+            prof = replace(prof, uncertainty=_uncertainty(doc, prof))
         return prof
 
     def settings_check(self) -> None:
@@ -188,6 +233,50 @@ class Profile:
         Settings(
             self.latency_cycles, self.window_lines, self.core_rate_q16, 1, **self.mechanism_inputs()
         )
+
+
+def _fittable(prof: Profile) -> dict[str, float]:
+    """The numeric fields a member may move or an interval may bound."""
+    return {
+        f.name: getattr(prof, f.name)
+        for f in fields(prof)
+        if f.name not in _NOT_FITTABLE and isinstance(getattr(prof, f.name), int | float)
+    }
+
+
+def _uncertainty(doc: Doc, prof: Profile) -> Uncertainty:
+    """Schema-checked: known numeric fields; every member a valid profile inside the intervals."""
+    u = doc.obj("uncertainty")
+    values = _fittable(prof)
+    intervals: dict[str, tuple[float, float]] = {}
+    iv = u.obj("intervals") if u.has("intervals") else Doc({}, u.key("intervals"), doc.path)
+    for name in iv.data:
+        if name not in values:
+            raise doc.fail(iv.key(name), f"not a fitted field (one of {', '.join(values)})")
+        pair = iv.numbers(name, 2)
+        if len(pair) != 2 or not pair[0] <= values[name] <= pair[1]:
+            raise doc.fail(iv.key(name), f"must be [lo, hi] around the profile's {values[name]}")
+        intervals[name] = (pair[0], pair[1])
+    members: list[dict[str, Any]] = []
+    base = {k: v for k, v in doc.data.items() if k != "uncertainty"}
+    for m in u.objects("members", MAX_MEMBERS) if u.has("members") else []:
+        for name in m.data:
+            if name not in values:
+                raise doc.fail(m.key(name), "not a fitted field of a profile")
+            if name in intervals:
+                lo, hi = intervals[name]
+                v = m.number(name)
+                if not lo <= v <= hi:
+                    raise doc.fail(m.key(name), f"{v} outside its interval [{lo}, {hi}]")
+        Profile.from_doc(Doc({**base, **m.data}, m.where, doc.path))  # each member a valid profile
+        members.append(dict(m.data))
+    return Uncertainty(
+        method=u.string("method"),
+        intervals=intervals,
+        members=tuple(members),
+        free=u.strings("free") if u.has("free") else {},
+        kept=u.strings("kept") if u.has("kept") else {},
+    )
 
 
 def _opt_int(doc: Doc, name: str, default: int, lo: int, hi: int) -> int:
