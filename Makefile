@@ -28,8 +28,15 @@ $(VENV)/.extra-%: $(VENV)/.base
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
 
+# Every extra the tests need, in one pip run (one resolve instead of five: CI builds it fresh).
+comma       := ,
+TEST_EXTRAS := sim,formal,dev,coreml,cluster
+$(VENV)/.extra-tests: $(VENV)/.base
+	$(PY) -m pip install -q -e '.[$(TEST_EXTRAS)]'
+	touch $(patsubst %,$(VENV)/.extra-%,$(subst $(comma), ,$(TEST_EXTRAS))) $@
+
 SIM_ENV  := $(VENV)/.extra-sim
-TEST_ENV := $(VENV)/.extra-sim $(VENV)/.extra-formal $(VENV)/.extra-dev $(VENV)/.extra-coreml $(VENV)/.extra-cluster
+TEST_ENV := $(VENV)/.extra-tests
 
 # The main job: the real M3 register dumps replayed on the RTL beside the
 # measurement, the erratum at k x 0x4000 on the RTL, validation, and the plots.
