@@ -27,8 +27,9 @@ TEXT_DIGITS = 4  # a text table shows a band to four significant figures (JSON: 
 
 HELP = (
     "Where the chip's profile carries an uncertainty (fits that span its free parameters' "
-    "intervals), each figure is followed by its band, (lowest-highest) over the profile and "
-    "those fits, each run on the same engine; --json gives KEY_band: [lo, hi] beside KEY."
+    "intervals), each figure is followed by its band in parentheses: the lowest and the "
+    "highest over the profile and those fits, each run on the same engine; --json gives "
+    "KEY_band: [lo, hi] beside KEY."
 )
 
 
