@@ -24,7 +24,6 @@ import pytest
 from ane_kdma import chip as chips
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
-from ane_kdma import mechanisms as mechs
 from ane_kdma.errors import InputError
 from ane_kdma.hw import RATE_ONE, lap_and_offset, line_data, line_words
 
@@ -39,17 +38,38 @@ RAMP = {"ramp_start_q16": 20000, "ramp_step_lines": 8000, "ramp_inc_q16": 14000}
 def _random_settings(
     rng: random.Random, agg: int | None = None, mechanisms: bool = False
 ) -> cm.Settings:
-    """Random settings for this file's jobs: the base inputs drawn here, and (when asked)
-    every registered mechanism's inputs through the registry's own draw
-    (:func:`ane_kdma.mechanisms.draw_settings`), so a new mechanism is fuzzed here with no
-    edit to this file."""
-    base = {
-        "latency": rng.randrange(1, 300),
-        "window": rng.randrange(1, 400),
-        "core_rate_q16": rng.randrange(RATE_ONE // 10, RATE_ONE + 1),
-        "agg_rate_q16": agg or 20 * RATE_ONE,
-    }
-    return cm.Settings(**base, **(mechs.draw_settings(rng, base) if mechanisms else {}))
+    """Random settings for this file's jobs, mechanisms included: the one function that
+    draws them here (the place to draw from the mechanism registry instead)."""
+    rate = rng.randrange(RATE_ONE // 10, RATE_ONE + 1)
+    kw: dict[str, int] = {}
+    if mechanisms and rng.random() < 0.5:
+        kw.update(
+            ramp_start_q16=rng.randrange(1, rate + 1),
+            ramp_step_lines=rng.randrange(1, 300),
+            ramp_inc_q16=rng.randrange(1, 8000),
+        )
+    if mechanisms and rng.random() < 0.3:
+        kw.update(warm_lines=rng.randrange(0, 400), warm_extra_cycles=rng.randrange(0, 200))
+    if mechanisms and rng.random() < 0.3:
+        kw["task_gap_cycles"] = rng.randrange(0, 100)
+    latency, window = rng.randrange(1, 300), rng.randrange(1, 400)
+    # the starved-line counter: the demand window that grows and the demand path's warm-up,
+    # each with small counts (many changes in a job) and large ones (a few, or none); drawn
+    # from a generator of their own, so the rest of each random job stays as it was
+    own = random.Random(repr(rng.getstate()))
+    if mechanisms and window > 1 and own.random() < 0.3:
+        step = own.choice([own.randrange(1, 40), own.randrange(40, 3000)])
+        kw.update(dwin_start_lines=own.randrange(1, window), dwin_step_lines=step)
+    if mechanisms and own.random() < 0.3:
+        lines = own.choice([own.randrange(1, 300), own.randrange(300, 20000)])
+        kw.update(dwarm_lines=lines, dwarm_extra_cycles=own.randrange(1, 200))
+    return cm.Settings(
+        latency=latency,
+        window=window,
+        core_rate_q16=rate,
+        agg_rate_q16=agg or 20 * RATE_ONE,
+        **kw,
+    )
 
 
 def _counters(r: cm.ModelResult) -> list:
@@ -535,9 +555,6 @@ def test_the_token_form_from_a_start_a_step_and_a_tail_equals_stepped(
     for _ in range(10):
         rate = rng.randrange(RATE_ONE // 8, RATE_ONE * 3 // 4)
         kw: dict[str, int] = {}
-        # not the registry's draw (mechanisms.draw_settings): this test is about the governor
-        # stepping inside these short tasks, a step of 100-900 lines, which the registry's
-        # wider ranges (up to 9000 lines) would rarely give
         if rng.random() < 0.7:
             kw.update(
                 ramp_start_q16=rng.randrange(rate // 3, rate),
