@@ -31,9 +31,14 @@ def predict_one(
         f"the {engine} engine is still running {lines} lines per core on the {h.name} reading{also}"
     )
     if engine == "model":
+        # why (measured at 0xFFFFFFC0 B and at 64 laps - 1 line on the paged reading): the
+        # state settles into its period (88 pages) only after about 850,000 lines of drift
+        # against the token bucket, and the cycle model steps those lines one by one; a
+        # jump over that start-up would need its closed form, which the model does not have
         slow += (
-            " (the cycle model steps a size just off a whole lap grant by grant, up to about "
-            "10 s); --engine analytic answers at once"
+            " (just off a whole lap, the cycle model's state repeats only after about 850,000 "
+            "lines, which it steps one by one: up to about 10 s); --engine analytic answers "
+            "at once"
         )
     fix = hyps.get(hyps.FIXED)
 
