@@ -83,6 +83,7 @@ bench: $(SIM_ENV)
 .PHONY: docs
 docs: $(VENV)/.extra-coreml
 	$(PY) tools/transcripts.py
+	$(PY) tools/method_tables.py
 
 formal: $(VENV)/.extra-formal
 	bash formal/run.sh

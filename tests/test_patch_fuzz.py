@@ -4,7 +4,7 @@ Every example ends in a patched package or one line and exit status 2, never a
 traceback; the input package is byte for byte and timestamp for timestamp as
 it was; and nothing is left behind but a finished output package (no staging
 folder, no partial package). Examples are derandomized and no example
-database is kept, as in tests/test_cli_fuzz.py.
+database is kept, as in tests/fuzzing.py.
 """
 
 from __future__ import annotations

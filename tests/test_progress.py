@@ -92,12 +92,48 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (Linux's /proc), in its group or in a new one."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                parent[int(entry.name)] = int(fields[1])
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out.update(kids)
+        todo += kids
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 #: per engine, a command that runs for many seconds and a note it prints once at work
 LONG_RUNS = {
     # the pooled runner: its queue of chunks was 18 s of a sweep ignoring Ctrl-C
     "model": ["sweep", "--engine", "model", "--jobs", "2", "--out", "{out}"],
     # one harness process fed 16 cores x 64 MiB; the same 16-core builds as tests/test_batch_rtl
     "rtl": ["predict", "--bytes-per-core", "64MiB", "--engine", "rtl"],
+    # the closed form over 65,473 sizes a reading, one process: numpy between the chunks
+    "analytic": [
+        *("sweep", "--engine", "analytic", "--d-step", "1", "--d-max", "65536"),
+        *("--jobs", "1", "--no-overlay", "--out", "{out}"),
+    ],
+    # the simulator under cocotb: a build (first run) or a 16-core 64 MiB run, in a child
+    "cocotb": ["predict", "--bytes-per-core", "64MiB", "--engine", "cocotb"],
 }
 
 
@@ -116,9 +152,11 @@ def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
 ) -> None:
     """SIGINT once the work has said what it is doing: status 130 within CTRL_C_S, one line,
     no files, no process of its group left (pool workers, the harness, a build)."""
-    if engine == "rtl":
+    if engine in ("rtl", "cocotb"):
         _need_rtl()
     out = tmp_path / "out"
+    scratch = tmp_path / "tmp"  # the system temp dir of the run: the cocotb engine's job folder
+    scratch.mkdir()
     argv = [a.format(out=out) for a in LONG_RUNS[engine]]
     proc = subprocess.Popen(
         [sys.executable, "-m", "ane_kdma.cli", *argv],
@@ -129,6 +167,7 @@ def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
         env={
             **{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
             "ANE_KDMA_PROGRESS": "1",  # the notes a terminal would show, as the marker
+            "TMPDIR": str(scratch),
         },
     )
     try:
@@ -137,6 +176,10 @@ def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
         assert first.startswith(("ane-kdma: running ", "ane-kdma: the rtl engine is still")) or (
             first.startswith("ane-kdma: building the RTL harness")
         ), first
+        if engine == "cocotb":  # its note comes first; then predict's, a second on
+            more = proc.stderr.readline()  # the simulator (or its build) is running
+            assert more.startswith("ane-kdma: the cocotb engine is still running"), more
+        below = _descendants(proc.pid) if Path("/proc/self/stat").exists() else set()
         os.kill(proc.pid, signal.SIGINT)
         t0 = time.monotonic()
         rest = proc.stderr.read()
@@ -150,8 +193,11 @@ def test_ctrl_c_during_long_work_acts_at_once_and_leaves_nothing(
     assert proc.returncode == 130
     assert rest == "ane-kdma: interrupted\n"
     assert took < CTRL_C_S
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [scratch] and list(scratch.iterdir()) == []
     assert _group_gone(proc.pid), "a process of the run outlived it"
+    time.sleep(0.2)  # an orphan's reaping by init
+    left = [pid for pid in below if _alive(pid)]
+    assert not left, f"processes the run started outlived it: {left}"
 
 
 def test_predict_at_the_largest_32_bit_size_answers_or_says_why() -> None:

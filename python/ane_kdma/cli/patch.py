@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ane_kdma import bands
 from ane_kdma.cli import common
 from ane_kdma.cli.plan import add_axis, add_variant
 from ane_kdma.errors import InputError
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument(
         "--dry-run",
         action="store_true",
-        help="list what would change and the decode step before and after; write nothing",
+        help="list what would change and the decode step before and after, each with its band "
+        "where the profile carries fits (see plan --help); write nothing",
     )
     sp.add_argument(
         "--skip",
@@ -134,9 +136,10 @@ def run(args: argparse.Namespace) -> int:
         assert isinstance(d, dict)
         fn = f" of {d['function']}" if many else ""
         held = f"; {d['held_whole']} kept whole, counted unsplit" if d["held_whole"] else ""
+        held += f"; {bands.header(chip)}" if "before_band" in d else ""
         print(
             f"decode step{fn} (every stored weight once, marginal times{held}): "
-            f"{d['before']} us before, {d['after']} us after"
+            f"{bands.text(d, 'before')} us before, {bands.text(d, 'after')} us after"
         )
         gone = d["not_counted"]
         if gone:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ane_kdma import bands
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
 from ane_kdma.plan import (
@@ -70,7 +71,13 @@ def add_weight_options(sp: argparse.ArgumentParser, shards: int | None, shards_h
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sp = sub.add_parser("plan", help="which weights are in the notch, and how to split them")
+    sp = sub.add_parser(
+        "plan",
+        help="which weights are in the notch, and how to split them",
+        description="Which weights stream in the notch, the simplest split that gets them out, "
+        f"and the times before and after. {bands.HELP} The split is chosen on the profile; "
+        "the band times that split under each fit.",
+    )
     sp.add_argument(
         "--shape", action="append", required=True, metavar="CINxCOUT", help="also CINxCOUTxKHxKW"
     )
@@ -112,9 +119,12 @@ def run(args: argparse.Namespace) -> int:
         chip,
         rows[0].engine,
         f"{searched}{args.variant.name} hardware, {rows[0].dtype}{shards}, cut along {args.axis}; "
-        "chunks in bytes per core",
+        "chunks in bytes per core" + (f"; {bands.header(chip)}" if bands.header(chip) else ""),
     )
-    table = [{**r.as_dict(), "chunks": chunks_text(r.chunk_bytes_per_core)} for r in rows]
+    table = [
+        {**bands.texts(r.as_dict(), TABLE), "chunks": chunks_text(r.chunk_bytes_per_core)}
+        for r in rows
+    ]
     common.print_table(table, TABLE)
     if args.explain:
         for r in rows:

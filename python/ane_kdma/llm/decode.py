@@ -19,14 +19,15 @@ The model of a token (assumptions, written down, not fitted):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ane_kdma import bands
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.llm.models import SCOPES, ModelConfig
-from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, decide, dtype_name
+from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, decide, dtype_name, retime
 
 
 @dataclass(frozen=True)
@@ -68,30 +69,36 @@ def decode_rate(
     h = h or chip.variant(hyps.BUGGY)
     decided: dict[Weight, Decision] = {}
     costs: list[ProjectionCost] = []
-    total_bytes = 0
     for p in model.projections(bits, lm_head_shards):
         if p.weight not in decided:
             decided[p.weight] = decide(p.weight, chip, h, engine, marginal=True, axis=axis)
-        d = decided[p.weight]
-        costs.append(ProjectionCost(p.name, p.count, d, p.name in SCOPES[scope]))
-        total_bytes += p.count * d.before.count * chip.cores * sum(d.before.chunk_bytes)
-    overhead = chip.profile.overhead_us
-    t_unsplit = overhead + sum(c.us_unsplit for c in costs)
-    t_split = overhead + sum(c.us_split for c in costs)
-    breakdown: dict[str, dict[str, float | int]] = {
-        c.name: {
-            "count": c.count * c.decision.before.count,
-            "us_unsplit": round(c.us_unsplit, 3),
-            "us_split": round(c.us_split, 3),
-        }
+        costs.append(ProjectionCost(p.name, p.count, decided[p.weight], p.name in SCOPES[scope]))
+    total_bytes = sum(
+        c.count * c.decision.before.count * chip.cores * sum(c.decision.before.chunk_bytes)
         for c in costs
-    }
-    breakdown["overhead"] = {
-        "count": 1,
-        "us_unsplit": round(overhead, 3),
-        "us_split": round(overhead, 3),
-    }
-    return {
+    )
+
+    def figures(c: Chip) -> dict[str, float]:
+        """Every printed figure on `c` (the profile or a band's member), for the plans decided."""
+        if c is chip:
+            mine = costs
+        else:
+            again = dict(zip(decided, retime(list(decided.values()), c, h, True), strict=True))
+            mine = [replace(x, decision=again[x.decision.weight]) for x in costs]
+        return _figures(mine, c.profile.overhead_us, total_bytes)
+
+    central, others = bands.over(chip, figures)
+    band = bands.spans(central, others, 3)  # the breakdown's µs (the totals: _total_bands)
+    breakdown: dict[str, dict[str, object]] = {}
+    for name in [*(c.name for c in costs), "overhead"]:
+        row: dict[str, object] = {"count": int(central[f"{name}.count"])}
+        for key in ("us_unsplit", "us_split"):
+            row[key] = round(central[f"{name}.{key}"], 3)
+            if band:
+                row[f"{key}_band"] = band[f"{name}.{key}_band"]
+        breakdown[name] = row
+    head = {k: central[k] for k in TOTALS}
+    doc: dict[str, object] = {
         "model": model.name,
         "label": model.label,
         "source": model.source,
@@ -101,14 +108,50 @@ def decode_rate(
         "engine": engine,
         "axis": axis,
         "lm_head_shards": costs[-1].decision.weight.shards,
-        "tok_s_unsplit": round(1e6 / t_unsplit, 3),
-        "tok_s_split": round(1e6 / t_split, 3),
-        "gbps_unsplit": round(total_bytes / (t_unsplit * 1e3), 2),
-        "gbps_split": round(total_bytes / (t_split * 1e3), 2),
-        "breakdown": breakdown,
-        "affected": [_entry(c) for c in costs if c.in_scope and c.decision.affected],
-        "affected_outside_scope": [c.name for c in costs if not c.in_scope and c.decision.affected],
+        "tok_s_unsplit": round(head["tok_s_unsplit"], 3),
+        "tok_s_split": round(head["tok_s_split"], 3),
+        "gbps_unsplit": round(head["gbps_unsplit"], 2),
+        "gbps_split": round(head["gbps_split"], 2),
     }
+    doc = bands.merged(doc, _total_bands(head, others))
+    doc["breakdown"] = breakdown
+    doc["affected"] = [_entry(c) for c in costs if c.in_scope and c.decision.affected]
+    doc["affected_outside_scope"] = [
+        c.name for c in costs if not c.in_scope and c.decision.affected
+    ]
+    return doc
+
+
+TOTALS = ("tok_s_unsplit", "tok_s_split", "gbps_unsplit", "gbps_split")
+TOTAL_DIGITS = {"tok_s_unsplit": 3, "tok_s_split": 3, "gbps_unsplit": 2, "gbps_split": 2}
+
+
+def _total_bands(head: dict[str, float], others: list[dict[str, float]]) -> dict[str, list[float]]:
+    """The headline figures' bands, each rounded as its figure is."""
+    out: dict[str, list[float]] = {}
+    for key in TOTALS:
+        out |= bands.spans({key: head[key]}, [{key: o[key]} for o in others], TOTAL_DIGITS[key])
+    return out
+
+
+def _figures(costs: list[ProjectionCost], overhead: float, total_bytes: int) -> dict[str, float]:
+    """Tokens/s, GB/s and each projection's µs (keys ``NAME.us_unsplit``), unrounded."""
+    t_unsplit = overhead + sum(c.us_unsplit for c in costs)
+    t_split = overhead + sum(c.us_split for c in costs)
+    out = {
+        "tok_s_unsplit": 1e6 / t_unsplit,
+        "tok_s_split": 1e6 / t_split,
+        "gbps_unsplit": total_bytes / (t_unsplit * 1e3),
+        "gbps_split": total_bytes / (t_split * 1e3),
+        "overhead.count": 1,
+        "overhead.us_unsplit": overhead,
+        "overhead.us_split": overhead,
+    }
+    for c in costs:
+        out[f"{c.name}.count"] = c.count * c.decision.before.count
+        out[f"{c.name}.us_unsplit"] = c.us_unsplit
+        out[f"{c.name}.us_split"] = c.us_split
+    return out
 
 
 def _entry(c: ProjectionCost) -> dict[str, object]:

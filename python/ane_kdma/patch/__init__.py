@@ -34,12 +34,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ane_kdma import bands
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.patch import blobs, graph, names, package, rewrite
 from ane_kdma.patch.graph import Left, Target
-from ane_kdma.plan import DEFAULT_AXIS, Decision, Weight, check_axis, decide, in_window, lines_of
+from ane_kdma.plan import (
+    DEFAULT_AXIS,
+    Decision,
+    Weight,
+    check_axis,
+    decide,
+    in_window,
+    lines_of,
+    retime,
+)
 
 NEEDS = "patch needs the 'coreml' extra: pip install -e '.[coreml]'"
 DIGITS = 3
@@ -298,7 +308,7 @@ def patch(
             "shared": shared,
         }
         if dry_run:
-            doc["decode_us"] = _decode(pkg, plan, chip)
+            doc["decode_us"] = _decode(pkg, plan, chip, h)
             return doc
         assert out is not None
         doc["weight_bytes_out"] = _write(pkg, out, changed, plan.fns, files)
@@ -458,7 +468,7 @@ def _shared(changed: list[Cut], given: Sequence[str]) -> list[dict[str, object]]
     return list(out.values())
 
 
-def _decode(pkg: package.Package, plan: Planned, chip: Chip) -> dict[str, object]:
+def _decode(pkg: package.Package, plan: Planned, chip: Chip, h: Hypothesis) -> dict[str, object]:
     """One decode step of the default function: every weight once, each at its marginal time;
     an op left whole (--skip, a cut off its blocks, a function --function leaves out) at its
     unsplit time."""
@@ -470,13 +480,24 @@ def _decode(pkg: package.Package, plan: Planned, chip: Chip) -> dict[str, object
 
     planned = [c for c in plan.cuts if mine(c.target.fn.name)]
     whole = [c for c in plan.held + plan.outside if mine(c.target.fn.name)]
-    overhead = chip.profile.overhead_us
-    before = overhead + sum(c.decision.time_before.marginal_us for c in planned + whole)
-    after = overhead + sum(
-        (c.decision.time_after if c.decision.affected else c.decision.time_before).marginal_us
-        for c in planned
-    )
-    after += sum(c.decision.time_before.marginal_us for c in whole)
+    decided = list({c.decision.weight: c.decision for c in planned + whole}.values())
+
+    def figures(on: Chip) -> dict[str, float]:
+        """Before and after on `on` (the profile or a band's member), for the plans decided."""
+        timed = decided if on is chip else retime(decided, on, h, marginal=True)
+        by_weight = {d.weight: d for d in timed}
+
+        def us(c: Cut, split: bool) -> float:
+            d = by_weight[c.decision.weight]
+            return (d.time_after if split and d.affected else d.time_before).marginal_us
+
+        whole_us = sum(us(c, False) for c in whole)
+        return {
+            "before": on.profile.overhead_us + sum(us(c, False) for c in planned) + whole_us,
+            "after": on.profile.overhead_us + sum(us(c, True) for c in planned) + whole_us,
+        }
+
+    central, others = bands.over(chip, figures)
     kept = {(c.target.fn.name, c.target.name) for c in plan.held}
     refused = [(str(x["function"]), str(x["op"])) for x in plan.left]
     unplanned = [
@@ -484,8 +505,10 @@ def _decode(pkg: package.Package, plan: Planned, chip: Chip) -> dict[str, object
     ]
     return {
         "function": default,
-        "before": round(before, DIGITS),
-        "after": round(after, DIGITS),
+        **bands.merged(
+            {k: round(v, DIGITS) for k, v in central.items()},
+            bands.spans(central, others, DIGITS),
+        ),
         "held_whole": len(whole),  # left alone, counted at their unsplit time
         "not_counted": unplanned,  # stored-weight ops that could not be planned (see skipped)
     }

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-from ane_kdma import contract, runner
+from ane_kdma import bands, contract, runner
 from ane_kdma import hypotheses as hyps
 from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
@@ -206,6 +206,26 @@ def decide(
     )
 
 
+def retime(
+    decisions: Sequence[Decision], chip: Chip, h: Hypothesis, marginal: bool = False
+) -> list[Decision]:
+    """The same plans timed on `chip` (a band's member): what each decided is kept.
+
+    One engine call for every decision's candidates, so a band costs one call per member.
+    """
+    if not decisions:
+        return []
+    cands: list[Candidate] = []
+    for d in decisions:
+        cands += [d.before, d.chosen] if d.affected else [d.before]
+    times = iter(timings(decisions[0].engine, h, chip, cands, marginal))
+    out = []
+    for d in decisions:
+        before = next(times)
+        out.append(replace(d, time_before=before, time_after=next(times) if d.affected else before))
+    return out
+
+
 # ---------------------------------------------------------------- the row
 
 
@@ -235,12 +255,13 @@ class PlanRow:
     search_engine: str
     search_axis: str  # the axis searched: patch's default unless --axis says otherwise
     explanation: list[str] = field(default_factory=list, compare=False)
+    bands: dict[str, list[float]] = field(default_factory=dict)  # KEY_band: over the members
 
     def as_dict(self, explain: bool = False) -> dict[str, object]:
         d = asdict(self)
         if not explain:
             d.pop("explanation")
-        return d
+        return bands.merged(d, d.pop("bands"))
 
 
 def plan_weight(
@@ -249,9 +270,26 @@ def plan_weight(
     """The plan for one weight along `axis` (the one `patch` would cut by default), with the
     fixed hardware's time and two rejected alternatives."""
     d = decide(w, chip, h, engine, axis=axis)
-    fixed = timings(d.engine, hyps.get(hyps.FIXED), chip, [d.before])[0]
     alts = _alternatives(d, chip)
-    alt_times = timings(d.engine, h, chip, alts) if alts else []
+
+    def figures(c: Chip) -> tuple[dict[str, float], list[float]]:
+        """The row's times on `c` (the profile or a band's member), for the plan decided."""
+        on = retime([d], c, h)[0] if c is not chip else d
+        fixed = timings(d.engine, hyps.get(hyps.FIXED), c, [d.before])[0]
+        alt = timings(d.engine, h, c, alts) if alts else []
+        times = {
+            "time_us_before": on.before_us,
+            "time_us_after": on.after_us,
+            "time_us_fixed": fixed.request_us(w.shards),
+        }
+        return times, [t.request_us(a.count) for a, t in zip(alts, alt, strict=True)]
+
+    (times, alt_us), others = bands.over(chip, figures)
+    band = bands.spans(times, [o[0] for o in others], DIGITS)
+    alt_bands = [
+        bands.spans({"time_us": t}, [{"time_us": o[1][i]} for o in others], DIGITS)
+        for i, t in enumerate(alt_us)
+    ]
     lines = lines_of(d.before.chunk_bytes[0], chip)
     k, x = lap_and_offset(lines, chip.ring_lines)
     row = PlanRow(
@@ -268,24 +306,28 @@ def plan_weight(
         splits=d.chosen.splits,
         tasks=d.chosen.tasks,
         chunk_bytes_per_core=list(d.chosen.chunk_bytes),
-        time_us_before=round(d.before_us, DIGITS),
-        time_us_after=round(d.after_us, DIGITS),
-        time_us_fixed=round(fixed.request_us(w.shards), DIGITS),
+        time_us_before=round(times["time_us_before"], DIGITS),
+        time_us_after=round(times["time_us_after"], DIGITS),
+        time_us_fixed=round(times["time_us_fixed"], DIGITS),
         alternatives=[
-            {
-                "axis": a.axis,
-                "splits": a.splits,
-                "tasks": a.tasks,
-                "chunk_bytes_per_core": list(a.chunk_bytes),
-                "time_us": round(t.request_us(a.count), DIGITS),
-                "rejected": _reason(d, a),
-            }
-            for a, t in zip(alts, alt_times, strict=True)
+            bands.merged(
+                {
+                    "axis": a.axis,
+                    "splits": a.splits,
+                    "tasks": a.tasks,
+                    "chunk_bytes_per_core": list(a.chunk_bytes),
+                    "time_us": round(t, DIGITS),
+                    "rejected": _reason(d, a),
+                },
+                ab,
+            )
+            for a, t, ab in zip(alts, alt_us, alt_bands, strict=True)
         ],
         variant=h.name,
         engine=d.engine,
         search_engine=d.search.engine,
         search_axis=d.search.axis,
+        bands=band,
     )
     return _with_explanation(row, d, chip)
 
