@@ -447,7 +447,7 @@ def to_json(report: Report, chip: Chip) -> dict[str, object]:
         "engine": report.engine,
         "profile": report.profile,
         "rule": RULE,
-        "rows": [asdict(r) for r in report.rows],
+        "rows": [{**asdict(r), "tolerance": str(r.tolerance)} for r in report.rows],
         "fit_error": report.fit_error,
         "best_hypothesis": report.best,
         "verdict": report.verdict,

@@ -13,11 +13,14 @@ from ane_kdma.measured import (
     Measurements,
 )
 from ane_kdma.validate.base import (
+    Band,
     Bands,
+    Check,
     Ctx,
     Row,
     Spec,
     Want,
+    measured_checks,
 )
 from ane_kdma.validate.rows_measured import (
     point_rows,
@@ -63,12 +66,15 @@ from ane_kdma.validate.rows_platform import (
 __all__ = [
     "SIDES",
     "SPECS",
+    "Band",
     "Bands",
+    "Check",
     "Ctx",
     "Row",
     "Spec",
     "Want",
     "bands",
+    "measured_checks",
     "points_of",
     "replica_spread",
     "tolerances",
