@@ -108,6 +108,7 @@ class Check:
     samples: tuple[tuple[str, float], ...] = ()  # Table A: each replica's time, by name
     over: tuple[int, ...] = ()  # a speedup's denominator workload
     bytes_per_core: int = 0  # the figure's bytes on each core (a throughput's size)
+    per_call: bool = False  # timed per Core ML prediction: the profile's predict overhead adds
 
     @property
     def lines(self) -> int:
@@ -317,7 +318,32 @@ def measured_checks(chip: Chip, meas: Measurements, bands: Bands) -> tuple[Check
                     bytes_per_core=tc.bytes_per_core,
                 )
             )
+    tm = meas.timings
+    if tm is not None:
+        per_call = tm.method == "coreml-predict"
+        how = f"{tm.method}, {tm.source.cite()}"
+        for tr in tm.rows:
+            out.append(
+                Check(
+                    "timings",
+                    f"{tr.shape} timed",
+                    f"{tr.shape} ({spec_size_of(tr.bytes_per_core)} per core), {tm.method}",
+                    tuple(b // lb for b in tr.task_bytes),
+                    tr.time.value,
+                    "us",
+                    f"{tr.time.value:g} us ({tr.time.qualifier})",
+                    Band.relative(bands.point),
+                    f"{tr.shape}: {tr.time} ({how})",
+                    bytes_per_core=tr.bytes_per_core,
+                    per_call=per_call,
+                )
+            )
     return tuple(out)
+
+
+def spec_size_of(b: int) -> str:
+    """A size as the timing tables state it: MiB to two places unless whole."""
+    return f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b / (1 << 20):.2f} MiB"
 
 
 Want = list[tuple[Hypothesis, Workload]]

@@ -54,6 +54,8 @@ def check_row(ctx: Ctx, h: Hypothesis, c: Check, row_dataset: str) -> Row:
         model = ctx.gbps(h, _load(ctx, c, c.parts)) / ctx.gbps(h, _load(ctx, c, c.over))
     else:
         model = ctx.gbps(h, _load(ctx, c, c.parts))
+    if c.per_call:  # a Core ML predict time: the host's per-call cost is in the figure
+        model += ctx.chip.profile.predict_overhead_us
     err = spec_rel(model, c.value)
     return Row(
         row_dataset,
@@ -143,3 +145,16 @@ def table_c_want(ctx: Ctx, h: Hypothesis) -> Want:
 
 def table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return [check_row(ctx, h, c, "table_c") for c in _of(ctx, "table_c")]
+
+
+# ---------------------------------------------------------------- timed convolutions
+
+
+def timings_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return checks_want(ctx, h, "timings")
+
+
+def timings_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    """Each timed convolution, modeled with the profile's per-prediction overhead where the
+    file's method says the time includes one (a Core ML predict time)."""
+    return [check_row(ctx, h, c, "timings") for c in _of(ctx, "timings")]

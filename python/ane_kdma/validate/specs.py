@@ -33,6 +33,8 @@ from ane_kdma.validate.rows_measured import (
     table_b_want,
     table_c_rows,
     table_c_want,
+    timings_rows,
+    timings_want,
 )
 from ane_kdma.validate.rows_notch import (
     SIDES,
@@ -206,4 +208,5 @@ SPECS: tuple[Spec, ...] = (
     Spec("ceiling", "model", (), ceiling_want, ceiling_rows, "analytic"),
     Spec("table_b", "model", ("table_b",), table_b_want, table_b_rows),
     Spec("table_c", "model", ("table_c",), table_c_want, table_c_rows),
+    Spec("timings", "model", ("timings",), timings_want, timings_rows),
 )
