@@ -641,14 +641,10 @@ def test_a_package_core_ml_cannot_load_is_one_line(
     assert not (folder / "measured").exists()
 
 
-def test_patch_on_m4_without_a_profile_is_one_line(
-    probe_set: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`patch --chip m4` (a probe package as its input) asks for the profile m4 lacks."""
-    if (chips.chips_dir() / "m4" / "profile.json").exists():
-        pytest.skip("m4 has a profile now")
-    assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 2
-    _one_line(capsys, "chip m4 has no profile.json yet")
+def test_patch_on_m4_names_its_chip(probe_set: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`patch --chip m4` (a probe package as its input) plans on the M4 profile and says so."""
+    assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 0
+    assert "chip m4" in capsys.readouterr().out
 
 
 def test_the_hidden_chip_measured_through_the_kit_is_a_chip_folder_awaiting_its_fit(

@@ -141,6 +141,10 @@ def fit_prior(chip: Chip, prior: Chip, band: Bands | None = None) -> Profile:
     """The chip's profile from its timed figures and the prior's profile (module doc)."""
     band = band if band is not None else vspecs.bands()
     figs = checks(chip, band)
+    if chip.measured.timings is None:
+        raise InputError(
+            f"{chip.path.name}/measured: no timings.json (timed convolutions) to fit with a prior"
+        )
     if len(figs) < len(FREE):
         raise InputError(
             f"{chip.path.name}/measured/timings.json: rows: {len(figs)} timed figures cannot "

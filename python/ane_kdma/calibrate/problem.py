@@ -93,6 +93,11 @@ def problem(
         if c.dataset in ("table_b", "table_c") and c.unit == "GB/s":
             twice.setdefault(c.parts, []).append((c.key, c.value))
     if not targets:
+        if meas.timings is not None:
+            raise InputError(
+                f"chip {chip.name}: measured/timings.json holds timed convolutions, not the "
+                f"tables a full fit needs: calibrate --chip {chip.path.name} --prior CHIP"
+            )
         raise InputError(f"chip {chip.name}: no measured times to calibrate on")
     bounds: list[Bound] = []
     rising: list[tuple[int, ...]] = []

@@ -153,7 +153,10 @@ def _prior(args: argparse.Namespace) -> int:
         if given is not None:
             raise InputError(f"--prior keeps the prior's reading and mechanism: it takes no {flag}")
     chip = common.load_chip(args)
-    prior = load(args.prior)
+    try:
+        prior = load(args.prior)
+    except InputError as exc:
+        raise InputError(f"--prior: {exc}") from None
     if prior.fitted is None:
         raise InputError(
             f"--prior {args.prior}: chip {prior.name} has no profile.json to start from"
