@@ -43,7 +43,9 @@ DEPTH = "dwarm_extra_cycles"  # the notch depth: the starved path's per-request 
 WINDOW = "window_lines"
 OVERHEAD = "predict_overhead_us"
 FREE = (OVERHEAD, WINDOW, DEPTH)
-STEP = 16  # the window's coarse scan, lines
+COARSE = 64  # the window's coarse scan: this many windows across the chip's KMem
+REFINE = 3  # then every window around this many of the best coarse ones (the time is not
+#             smooth in the window: a single best can sit beside a deeper minimum)
 PROBE_DEPTH = 1000  # cycles: the second point of the time's line in the depth
 
 
@@ -137,6 +139,10 @@ def candidate(chip: Chip, base: Profile, figs: Sequence[Check], window: int) -> 
     return Candidate(window, depth, round(c, 3), tuple(float(x) for x in (t + c * calls) / m - 1))
 
 
+def _sse(c: Candidate) -> float:
+    return sum(e * e for e in c.errors)
+
+
 def fit_prior(chip: Chip, prior: Chip, band: Bands | None = None) -> Profile:
     """The chip's profile from its timed figures and the prior's profile (module doc)."""
     band = band if band is not None else vspecs.bands()
@@ -158,12 +164,13 @@ def fit_prior(chip: Chip, prior: Chip, band: Bands | None = None) -> Profile:
     base = start(chip, prior)
     top = chip.geometry.kmem_lines
     tol = band.point
-    coarse = {w: candidate(chip, base, figs, w) for w in range(STEP, top + 1, STEP)}
-    w0 = min(coarse, key=lambda w: (coarse[w].worst, w))
+    step = max(1, top // COARSE)
+    coarse = {w: candidate(chip, base, figs, w) for w in range(step, top + 1, step)}
     seen = dict(coarse)
-    for w in range(max(1, w0 - STEP), min(top, w0 + STEP) + 1):
-        seen.setdefault(w, candidate(chip, base, figs, w))
-    best = min(seen.values(), key=lambda c: (sum(e * e for e in c.errors), c.window))
+    for w0 in sorted(coarse, key=lambda w: (_sse(coarse[w]), w))[:REFINE]:
+        for w in range(max(1, w0 - step), min(top, w0 + step) + 1):
+            seen.setdefault(w, candidate(chip, base, figs, w))
+    best = min(seen.values(), key=lambda c: (_sse(c), c.window))
     passing = [best]
     for step in (-1, 1):  # out from the best window, one line at a time, while fits pass
         w = best.window + step
@@ -205,7 +212,7 @@ def _profile(
         DEPTH: span(lambda c: c.depth),
     }
     p = prior.profile
-    what = ", ".join(f"{c.key.split()[0]} {c.value:g} us" for c in figs)
+    what = ", ".join(f"{c.key} {c.value:g} us" for c in figs)
     free = {
         OVERHEAD: "the control's time off the notch, less the prior's stream time: what a "
         "Core ML prediction costs the host beyond the ANE's task (in every predict-timed "
@@ -245,7 +252,7 @@ def _profile(
         "prior": f"{prior.name}'s profile ({prior.path.name}/profile.json): every field not "
         "listed free in uncertainty.free is its value",
         "residuals": ", ".join(
-            f"{c.key.split()[0]} {100 * e:+.1f}%" for c, e in zip(figs, best.errors, strict=True)
+            f"{c.key} {100 * e:+.1f}%" for c, e in zip(figs, best.errors, strict=True)
         ),
         "hand_set": f"ns_per_cycle = {chip.ns_per_cycle_hand_set:g} and ceiling_gbps = "
         f"{chip.ceiling_gbps:g} from chip.json",

@@ -326,8 +326,9 @@ def measured_checks(chip: Chip, meas: Measurements, bands: Bands) -> tuple[Check
             out.append(
                 Check(
                     "timings",
-                    f"{tr.shape} timed",
-                    f"{tr.shape} ({spec_size_of(tr.bytes_per_core)} per core), {tm.method}",
+                    tr.name,
+                    f"{tr.name if tr.name == tr.shape else f'{tr.name}, {tr.shape}'} "
+                    f"({spec_size_of(tr.bytes_per_core)} per core), {tm.method}",
                     tuple(b // lb for b in tr.task_bytes),
                     tr.time.value,
                     "us",
