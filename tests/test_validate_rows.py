@@ -314,3 +314,39 @@ def test_every_table_c_row_is_counted_within_3_percent(tasks: int, off: float) -
     row = rows[[r.tasks for r in tc.rows].index(tasks)]
     assert row.error == pytest.approx(off) and row.passed is (abs(off) <= 0.03)
     assert all(r.passed for r in rows if r is not row)
+
+
+def test_one_translation_validate_and_calibrate_read_the_same_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each measured figure is one check: validate's rows are the checks' labels in order,
+    calibrate's targets and agreements are the checks' values, and a check moved in the one
+    translation moves both (here Table C's 2-task figure, 45.52 -> 40 GB/s)."""
+    from dataclasses import replace
+
+    from ane_kdma import calibrate
+    from ane_kdma.validate import base, specs
+
+    checks = base.measured_checks(M3_CHIP, M3_CHIP.measured, specs.bands())
+    rows = _spec_rows("table_c", lambda h, n, steps: 100.0 * n / RING)
+    assert [r.name for r in rows] == [c.label for c in checks if c.dataset == "table_c"]
+    assert [r.tolerance for r in rows] == [c.band for c in checks[-3:]]
+    prob = calibrate.problem(M3_CHIP, M3_CHIP.measured)
+    agreed = {g.name: g for g in prob.agreements}
+    assert set(agreed) == {c.key for c in checks}
+    assert [agreed[c.key].tol for c in checks] == [c.band.rel for c in checks]
+
+    real = base.measured_checks
+
+    def moved(*a: object) -> tuple[base.Check, ...]:
+        return tuple(
+            replace(c, value=40.0) if c.key == "Table C 2 tasks" else c
+            for c in real(*a)  # type: ignore[arg-type]
+        )
+
+    monkeypatch.setattr(base, "measured_checks", moved)
+    prob2 = calibrate.problem(M3_CHIP, M3_CHIP.measured)
+    (t,) = [t for t in prob2.targets if t.name == "Table C 2 tasks"]
+    assert 16 * t.bytes_per_core / (t.measured_us * 1e3) == pytest.approx(40.0)
+    rows2 = _spec_rows("table_c", lambda h, n, steps: 100.0 * n / RING)
+    assert rows2[1].error != rows[1].error and rows2[0].error == rows[0].error

@@ -35,6 +35,7 @@ from ane_kdma.chip import Chip
 from ane_kdma.contract import Workload
 from ane_kdma.errors import InputError
 from ane_kdma.profile import MAX_MEMBERS, Profile, Uncertainty
+from ane_kdma.validate import base as vbase
 from ane_kdma.validate import specs as vspecs
 from ane_kdma.validate.specs import Bands, Check
 
@@ -63,7 +64,7 @@ class Candidate:
 
 def checks(chip: Chip, band: Bands) -> list[Check]:
     """The chip's timed figures as validate's checks (the one translation of them)."""
-    return [c for c in vspecs.measured_checks(chip, chip.measured, band) if c.dataset == "timings"]
+    return [c for c in vbase.measured_checks(chip, chip.measured, band) if c.dataset == "timings"]
 
 
 def start(chip: Chip, prior: Chip) -> Profile:

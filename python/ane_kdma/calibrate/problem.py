@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.measured import Measurements
+from ane_kdma.validate import base as vbase
 from ane_kdma.validate import specs as vspecs
 from ane_kdma.validate.specs import Bands, Check
 
@@ -86,7 +87,7 @@ def problem(
             )
     f, geo, ring, lb = meas.facts, meas.geo, chip.ring_lines, chip.line_bytes
     use = {d for d in DATASETS if d not in hold_out}
-    checks = [c for c in vspecs.measured_checks(chip, meas, band) if c.dataset in use]
+    checks = [c for c in vbase.measured_checks(chip, meas, band) if c.dataset in use]
     targets = _targets(checks, geo, ring)
     twice: dict[tuple[int, ...], list[tuple[str, float]]] = {}  # one workload, two figures
     for c in checks:

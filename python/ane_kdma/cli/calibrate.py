@@ -68,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(the per-prediction overhead, the demand window, the notch depth), every other field "
         "from this chip's profile, with intervals; writes the profile",
     )
+    sp.add_argument(
+        "--intervals",
+        action="store_true",
+        help="add intervals to the chip's fitted profile (its values unchanged): each fitted "
+        "field's widest move that keeps every counted row of validate passing",
+    )
     common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default=None)
     sp.add_argument(  # add_common's --engine, with what it does here
@@ -190,7 +196,44 @@ def _prior(args: argparse.Namespace) -> int:
     return 0
 
 
+def _intervals(args: argparse.Namespace) -> int:
+    """--intervals: the fitted profile's uncertainty (ane_kdma.calibrate.intervals)."""
+    from ane_kdma.calibrate import intervals as iv
+
+    for flag, given in (
+        ("--hypothesis", args.hypothesis),
+        ("--mechanism", args.mechanism),
+        ("--hold-out", args.hold_out),
+        ("--prior", args.prior),
+    ):
+        if given is not None:
+            raise InputError(f"--intervals reads the chip's profile as it is: it takes no {flag}")
+    chip = common.load_chip(args)
+    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
+    to_stdout = str(args.out) == STDOUT
+    if not to_stdout:
+        _check_out(out)
+    prof = iv.with_intervals(chip, chip.profile, quiet=args.json or to_stdout)
+    if to_stdout:
+        sys.stdout.write(prof.to_json())
+        return 0
+    write_atomic(out, prof.to_json().encode())
+    u = prof.uncertainty
+    assert u is not None
+    if args.json:
+        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
+        return 0
+    print(f"calibrate: intervals of chip {chip.name}'s profile {prof.name} (values unchanged)")
+    for name, (lo, hi) in u.intervals.items():
+        print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]")
+    print(f"intervals: {u.method}")
+    print(f"wrote {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "intervals", False):
+        return _intervals(args)
     if getattr(args, "prior", None) is not None:
         return _prior(args)
     if getattr(args, "hold_out", None) is not None:
