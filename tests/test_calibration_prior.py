@@ -181,3 +181,28 @@ def test_a_full_calibrate_on_timed_figures_points_to_the_prior(tmp_path: Path) -
         "--prior",
         watch=[M4, tmp_path],
     )
+
+
+def test_interval_edges_double_then_bisect() -> None:
+    """calibrate --intervals' search: the largest passing move, found in a few evaluations."""
+    from ane_kdma.calibrate import intervals as iv
+
+    seen: list[int] = []
+
+    def ok(n: int) -> bool:
+        seen.append(n)
+        return n <= 37
+
+    assert iv.edge(ok) == 37 and len(seen) <= 2 * 6 + 1
+    assert iv.edge(lambda n: n == 0) == 0
+    assert iv.edge(lambda n: True) == 2 ** (iv.MAX_DOUBLINGS - 1)
+
+
+def test_intervals_take_the_profile_as_it_is(tmp_path: Path) -> None:
+    for flag in (["--prior", "m3"], ["--hypothesis", "paged"], ["--hold-out", "table_c"]):
+        refuses(
+            ["calibrate", "--intervals", *flag, "--out", str(tmp_path / "p.json")],
+            "--intervals",
+            flag[0],
+            watch=[tmp_path],
+        )
