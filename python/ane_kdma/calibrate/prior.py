@@ -15,9 +15,10 @@ Everything else (latency, rate and its governor, the warm-up's length, the readi
 prior's, and the profile says so field by field. The search scans the window; at each one
 the time is linear in the depth and the overhead adds, so the two follow by least squares
 on relative error, then the depth is rounded and the overhead re-solved on exact times.
-The intervals are the span of the fits that pass: every window whose own least-squares fit
-meets each figure within validate's point band; the fits themselves are the profile's
-members, so a prediction's band runs each of them.
+The intervals are the span of the fits that pass: from the best window outwards, line by
+line, every window whose own least-squares fit meets each figure within validate's point
+band (no fit that passes: refused, naming the figure); those fits are the profile's members
+(up to 31, evenly spread), so a prediction's band runs each of them.
 """
 
 from __future__ import annotations
@@ -172,6 +173,13 @@ def fit_prior(chip: Chip, prior: Chip, band: Bands | None = None) -> Profile:
         for w in range(max(1, w0 - step), min(top, w0 + step) + 1):
             seen.setdefault(w, candidate(chip, base, figs, w))
     best = min(seen.values(), key=lambda c: (_sse(c), c.window))
+    if best.worst > tol:
+        i = max(range(len(figs)), key=lambda j: abs(best.errors[j]))
+        raise InputError(
+            f"{chip.path.name}/measured/timings.json: rows: no fit meets every figure within "
+            f"+-{100 * tol:g}% ({figs[i].key} is off by {100 * best.errors[i]:+.1f}% at best); "
+            f"the fields kept from {prior.name} (latency, rate) may not hold for this chip"
+        )
     passing = [best]
     for step in (-1, 1):  # out from the best window, one line at a time, while fits pass
         w = best.window + step
@@ -266,9 +274,10 @@ def _profile(
         **_depth(best.depth),
     )
     unc = Uncertainty(
-        method=f"the least-squares fit at every demand window whose fit meets each of the "
-        f"{len(figs)} figures within validate's +-{100 * tol:g}% point band; intervals span "
-        f"those fits ({len(passing)}), members are {len(members)} of them",
+        method=f"the least-squares fit at each demand window from the best one outwards, line "
+        f"by line, while it meets each of the {len(figs)} figures within validate's "
+        f"+-{100 * tol:g}% point band; intervals span those fits ({len(passing)}), members "
+        f"are {len(members)} of them",
         intervals=intervals,
         members=members,
         free=free,
