@@ -90,9 +90,9 @@ def test_validate_holds_m4_against_its_own_figures(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     "argv",
     [
-        ["predict", "--bytes-per-core", "1048576"],
-        ["plan", "--shape", "4096x2048"],
-        ["llm", "--model", "llama-3.2-1b"],
+        ["predict", "--bytes-per-core", "1048576", "--engine", "analytic"],
+        ["plan", "--shape", "4096x2048", "--engine", "analytic"],
+        ["llm", "--model", "llama-3.2-1b", "--engine", "analytic"],
         ["validate"],
     ],
     ids=lambda a: a[0],
