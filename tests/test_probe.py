@@ -643,7 +643,20 @@ def test_a_package_core_ml_cannot_load_is_one_line(
 
 def test_patch_on_m4_names_its_chip(probe_set: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`patch --chip m4` (a probe package as its input) plans on the M4 profile and says so."""
-    assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 0
+    assert (
+        main(
+            [
+                "patch",
+                str(probe_set / "k1_x+0.mlpackage"),
+                "--dry-run",
+                "--chip",
+                "m4",
+                "--engine",
+                "analytic",
+            ]
+        )
+        == 0
+    )
     assert "chip m4" in capsys.readouterr().out
 
 
