@@ -39,6 +39,12 @@ pytestmark = pytest.mark.xdist_group("ranking")
 
 
 PROFILE = CHIP.profile
+#: what `calibrate` fits: the committed profile without what `calibrate --intervals` added
+FITTED = replace(
+    PROFILE,
+    uncertainty=None,
+    notes={k: v for k, v in PROFILE.notes.items() if k != "intervals"},
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +55,7 @@ def cal(fit_once: Callable[..., calibrate.Calibration]) -> calibrate.Calibration
 
 
 def test_committed_profile_is_the_fit(cal: calibrate.Calibration) -> None:
-    committed, fitted = PROFILE, cal.profile
+    committed, fitted = FITTED, cal.profile
     assert committed.name == fitted.name == "m3"
     assert committed == fitted  # every parameter and every note, exactly
     assert committed.ns_per_cycle == CHIP.ns_per_cycle_hand_set
@@ -233,7 +239,7 @@ def test_committed_ranking_is_validates_and_headed_by_the_profile(
     ranked = validate.ranking(CHIP)  # validate's order of the same profiles
     assert pairs == [(e["hypothesis"], e["mechanism"]) for e in ranked]
     assert [f["shortfalls"] for f in fits] == [e["failed"] for e in ranked]
-    assert fits[0]["profile"] == json.loads(PROFILE.to_json())
+    assert fits[0]["profile"] == json.loads(FITTED.to_json())
     assert fits[0]["shortfalls"] == []
 
 
@@ -268,7 +274,7 @@ def test_one_judge_a_tolerance_moves_both(
     profiles = [by_pair[p] for p in pairs]
 
     before = calibrate.fit_all(CHIP, pairs)  # validate's rules as they are
-    assert before[0].profile == PROFILE and calibrate.shortfalls(before[0]) == []
+    assert before[0].profile == FITTED and calibrate.shortfalls(before[0]) == []
     assert [c.standing for c in before] == validate.rank(CHIP, profiles)
     assert before[1].standing is not None and before[1].standing["failed"] == []  # on RMS
 
@@ -378,7 +384,7 @@ def test_cli_writes_atomically(
     assert doc["profile"]["latency_cycles"] == load_profile(out).latency_cycles
     assert doc["confirmed_on_cycle_model"]["ok"] is True
     assert [p.name for p in tmp_path.iterdir()] == ["m3.json"]  # no temp file, no fits.json
-    assert out.read_text() == PROFILE.to_json()
+    assert out.read_text() == FITTED.to_json()
 
 
 def test_human_report_prints_residuals(cal: calibrate.Calibration) -> None:
@@ -452,3 +458,23 @@ def test_rtl_equals_model_at_fitted_settings() -> None:
         rtl = [r.counters for r in runner.run_many("rtl", h, CHIP, loads)]
         model = [r.counters for r in runner.run_many("model", h, CHIP, loads)]
         assert rtl == model, f"{h.name}: RTL {rtl} != model {model}"
+
+
+def test_committed_intervals_hold_the_fit_and_their_members_pass() -> None:
+    """`calibrate --intervals` left the fitted values as they were; every fitted field has an
+    interval around its value, and a member (the widest move of the per-core rate) still
+    passes every counted row of validate."""
+    from ane_kdma.calibrate import intervals as iv
+
+    u = PROFILE.uncertainty
+    assert u is not None and "calibrate --intervals" in PROFILE.notes["intervals"]
+    assert set(u.intervals) == set(u.free) == set(iv.fields(FITTED))
+    for name, (lo, hi) in u.intervals.items():
+        assert lo <= getattr(PROFILE, name) <= hi, name
+    members = PROFILE.members()
+    assert replace(members[0], notes=FITTED.notes) == FITTED and len(members) == 1 + len(u.members)
+    widest = max(
+        (m for m in members[1:] if m.core_rate_q16 != PROFILE.core_rate_q16),
+        key=lambda m: abs(m.core_rate_q16 - PROFILE.core_rate_q16),
+    )
+    assert validate.standing(CHIP, widest)["failed"] == []

@@ -226,8 +226,8 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
 def test_the_readme_is_a_front_door() -> None:
     """Issue 30 point 1: short, the article linked, its tables introduced, docs/ mapped."""
     text = (REPO / "README.md").read_text()
-    # about 200 lines, with room for the probe kit's three-line pointer (a later session)
-    assert len(text.splitlines()) <= 215
+    # about 200 lines, with room for the probe kit's pointer and the chips table (a transcript)
+    assert len(text.splitlines()) <= 222
     assert "(https://eiln.github.io/posts/ane-dma.html)" in text
     for table in ("Table A", "Table B", "Table C"):
         assert f"**{table}**" in text

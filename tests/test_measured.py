@@ -221,36 +221,4 @@ def test_raw_samples_and_round_medians_load(tmp_path: Path) -> None:
     assert split.task_bytes == (524288, 524288) and split.bytes_per_core == 1048576
 
 
-# ---------------------------------------------------------------- m4 has no profile yet
-
-NEEDS_PROFILE = [
-    ["predict", "--bytes-per-core", "1048576"],
-    ["plan", "--shape", "4096x2048"],
-    ["llm", "--model", "llama-3.2-1b"],
-    ["sweep"],
-    ["validate"],
-    ["erratum"],
-    ["replay", str(chips.data_dir() / "dumps" / "m3_n4096_d2048.bin")],
-]
-
-
-@pytest.mark.parametrize("argv", NEEDS_PROFILE, ids=lambda a: a[0])
-def test_m4_without_a_profile_says_so_in_one_line(
-    capsys: pytest.CaptureFixture[str], argv: list[str]
-) -> None:
-    if (M4 / "profile.json").exists():
-        pytest.skip("m4 has a profile now")
-    assert main([*argv, "--chip", "m4"]) == 2
-    cap = capsys.readouterr()
-    assert cap.out == ""
-    assert cap.err.count("\n") == 1
-    assert "chip m4 has no profile.json yet" in cap.err
-
-
-def test_calibrate_on_m4_is_one_line_and_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    """Three predict-timed figures are not a full fit's data: refused until the prior fit."""
-    before = sorted(p.name for p in M4.rglob("*"))
-    assert main(["calibrate", "--chip", "m4"]) == 2
-    cap = capsys.readouterr()
-    assert cap.out == "" and cap.err.count("\n") == 1 and "m4" in cap.err
-    assert sorted(p.name for p in M4.rglob("*")) == before
+# the result commands on m4 (its profile is the prior fit): tests/test_calibration_prior.py

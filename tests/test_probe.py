@@ -641,14 +641,23 @@ def test_a_package_core_ml_cannot_load_is_one_line(
     assert not (folder / "measured").exists()
 
 
-def test_patch_on_m4_without_a_profile_is_one_line(
-    probe_set: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`patch --chip m4` (a probe package as its input) asks for the profile m4 lacks."""
-    if (chips.chips_dir() / "m4" / "profile.json").exists():
-        pytest.skip("m4 has a profile now")
-    assert main(["patch", str(probe_set / "k1_x+0.mlpackage"), "--dry-run", "--chip", "m4"]) == 2
-    _one_line(capsys, "chip m4 has no profile.json yet")
+def test_patch_on_m4_names_its_chip(probe_set: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`patch --chip m4` (a probe package as its input) plans on the M4 profile and says so."""
+    assert (
+        main(
+            [
+                "patch",
+                str(probe_set / "k1_x+0.mlpackage"),
+                "--dry-run",
+                "--chip",
+                "m4",
+                "--engine",
+                "analytic",
+            ]
+        )
+        == 0
+    )
+    assert "chip m4" in capsys.readouterr().out
 
 
 def test_the_hidden_chip_measured_through_the_kit_is_a_chip_folder_awaiting_its_fit(
@@ -693,3 +702,46 @@ def test_the_largest_run_allowed_still_fits_a_data_file(
     assert all(len(r.samples) == 2 and len(r.samples[1]) == per_probe // 2 for r in t.rows)
     with pytest.raises(InputError, match="would not fit a data file"):
         runner.run(folder, m, chip, synthetic.ModelTimer(chip, HIDDEN), replace(plan, rounds=3))
+
+
+def test_closed_loop_the_kit_s_output_calibrated_predicts_the_hidden_chip(
+    probe_set: Path, small: Path, tmp_path: Path
+) -> None:
+    """The closed loop's fitting half: a hidden chip measured through the kit (one lap), then
+    `calibrate --prior m3` on the kit's output alone, predicts the hidden chip within 3% at
+    sizes the kit did not measure (the second and third laps, offsets between its points).
+
+    The hidden chip differs from the prior where --prior fits (the demand window, the host's
+    per-call cost); its latency and rate are the prior's, which --prior keeps (docs/chips.md)."""
+    from ane_kdma import contract
+    from ane_kdma.contract import Workload
+
+    base = chips.load(small, profile="m3")
+    p = base.profile
+    hidden = synthetic.Hidden(
+        overhead_us=p.overhead_us,
+        latency_cycles=p.latency_cycles,
+        window_lines=60,
+        core_rate_q16=p.core_rate_q16,
+        host_us=95.0,
+    )
+    out = tmp_path / "syn"
+    synthetic.measure(probe_set, base, hidden, out, runner.Plan(2, 5, 0), seed=3)
+    assert main(["calibrate", "--chip", str(out), "--prior", "m3"]) == 0
+    fitted = chips.load(out)
+    prof = fitted.profile
+    assert prof.uncertainty is not None
+    lo, hi = prof.uncertainty.intervals["window_lines"]
+    assert lo <= hidden.window_lines <= hi
+    truth = synthetic.hidden_chip(base, hidden)
+    ring, lb = base.ring_lines, base.line_bytes
+    measured = {r.bytes_per_core // lb for r in fitted.measured.timings.rows}  # type: ignore[union-attr]
+    sizes = [ring - 48, ring - 24, ring + 24, ring + 48, 3 * ring // 4]
+    sizes += [2 * ring + x for x in (-64, -16, 0, 16, 64)] + [3 * ring, 3 * ring + 32]
+    assert not measured & set(sizes)
+    for lines in sizes:
+        w = Workload.from_size(lines * lb, base.cores, 1, lb)
+        want = contract.run("analytic", truth.hypothesis, truth, w).time_us + hidden.host_us
+        got = contract.run("analytic", fitted.hypothesis, fitted, w).time_us
+        got += prof.predict_overhead_us
+        assert got == pytest.approx(want, rel=0.03), lines

@@ -166,7 +166,7 @@ class Chip:
         if self.fitted is None:
             raise InputError(
                 f"chip {self.name} has no {PROFILE_FILE} yet: run `ane-kdma calibrate "
-                f"--chip {self.path}` first"
+                f"--chip {self.path}` first (with `--prior m3` for a handful of timed figures)"
             )
         return self.fitted
 

@@ -160,6 +160,9 @@ class Profile:
     dwarm_extra_cycles: int = 0
     dwin_start_lines: int = 0  # the demand window that grows (0: off)
     dwin_step_lines: int = 1
+    # the host's per-prediction cost (a Core ML predict call) that predict-timed figures
+    # include and ANE task times do not: added only where a figure's method says so (0: none)
+    predict_overhead_us: float = 0.0
     uncertainty: Uncertainty | None = None  # intervals and spanning fits, if calibrate wrote them
 
     def members(self) -> tuple[Profile, ...]:
@@ -178,6 +181,8 @@ class Profile:
 
     def to_json(self) -> str:
         doc = asdict(self)
+        if self.predict_overhead_us == 0.0:  # a profile fitted to task times has none
+            del doc["predict_overhead_us"]
         if self.uncertainty is None:
             del doc["uncertainty"]
         else:
@@ -206,6 +211,11 @@ class Profile:
             window_lines=doc.integer("window_lines", 1, 1 << 20),
             core_rate_q16=doc.integer("core_rate_q16", 1, mechs.RATE_ONE),
             ceiling_gbps=doc.number("ceiling_gbps", positive=True, hi=1e6),
+            predict_overhead_us=(
+                doc.number("predict_overhead_us", lo=0.0, hi=1e9)
+                if doc.has("predict_overhead_us")
+                else 0.0
+            ),
             notes=notes,
             hypothesis=_reading(doc),
             mechanism=_mechanism(doc).name,

@@ -491,7 +491,8 @@ def validate_band(table: str) -> float:
     """
     from ane_kdma.validate import specs
 
-    return {"a": specs.TABLE_A_TOL, "b": specs.TABLE_B_TOL}[table]
+    bands = specs.bands()  # the one typed value, read when called
+    return {"a": bands.table_a, "b": bands.table_b}[table]
 
 
 def table_a_left_out(sw: Sweep, chip: Chip, meas: Measurements | None) -> str | None:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from ane_kdma.chip import Chip
 from ane_kdma.errors import InputError
 from ane_kdma.measured import Measurements
+from ane_kdma.validate import base as vbase
 from ane_kdma.validate import specs as vspecs
-from ane_kdma.validate.specs import Bands
+from ane_kdma.validate.specs import Bands, Check
 
 DATASETS = ("table_a", "points", "table_b", "table_c")  # what a target comes from (--hold-out)
 
@@ -84,81 +85,20 @@ def problem(
             raise InputError(
                 f"unknown dataset {name!r} to hold out (one of: {', '.join(DATASETS)})"
             )
-    ta, tb, tc, f, geo = meas.table_a, meas.table_b, meas.table_c, meas.facts, meas.geo
-    ring, lb = chip.ring_lines, chip.line_bytes
+    f, geo, ring, lb = meas.facts, meas.geo, chip.ring_lines, chip.line_bytes
     use = {d for d in DATASETS if d not in hold_out}
-    targets: list[Target] = []
-    if ta is not None and "table_a" in use:
-        src = ta.source.cite()
-        for rep, times in ta.replicas.items():
-            for d, n, b, t in zip(ta.d, ta.lines_per_core, ta.bytes_per_core, times, strict=True):
-                n = int(n)
-                targets.append(
-                    Target(
-                        f"Table A D={d} rep {rep}",
-                        n,
-                        int(b),
-                        float(t),
-                        f"replica {rep}, N={ta.n}, {src}",
-                        n % ring == 0,
-                    )
-                )
-    for p in (f.shoulder, f.notch) if "points" in use else ():
-        if p is None:
-            continue
-        src = p.gbps.source.cite() if p.gbps.source else ""
-        targets.append(
-            Target(
-                f"D={p.d} point",
-                p.lines,
-                p.bytes_per_core,
-                float(geo.time_for_gbps(p.bytes_per_core, p.gbps.value)),
-                f"{p.gbps} at D={p.d}, N={p.n}, {src}",
-                p.lines % ring == 0,
-                dataset="points",
-            )
-        )
+    checks = [c for c in vbase.measured_checks(chip, meas, band) if c.dataset in use]
+    targets = _targets(checks, geo, ring)
     twice: dict[tuple[int, ...], list[tuple[str, float]]] = {}  # one workload, two figures
-    if tb is not None and "table_b" in use:
-        src = tb.source.cite()
-        chunk = tb.chunk_bytes // lb
-        for r in tb.rows:
-            n, size = r.bytes_per_core // lb, r.bytes_per_core
-            parts = (chunk,) * (n // chunk)
-            for what, fig, tasks in (("unsplit", r.unsplit, ()), ("chunked", r.chunked, parts)):
-                t = float(geo.time_for_gbps(size, fig.value))
-                targets.append(
-                    Target(
-                        f"Table B D={r.d} {what}",
-                        n,
-                        size,
-                        t,
-                        f"{fig} at D={r.d}, {src}",
-                        not tasks and n % ring == 0,
-                        tasks,
-                        "table_b",
-                    )
-                )
-                twice.setdefault(tasks or (n,), []).append((f"Table B D={r.d} {what}", fig.value))
-    if tc is not None and "table_c" in use:
-        src = tc.source.cite()
-        for rc in tc.rows:
-            n, size = rc.tasks * rc.lines_per_task, tc.bytes_per_core
-            parts = (rc.lines_per_task,) * rc.tasks if rc.tasks > 1 else ()
-            targets.append(
-                Target(
-                    f"Table C {rc.tasks} tasks",
-                    n,
-                    size,
-                    float(geo.time_for_gbps(size, rc.gbps.value)),
-                    f"{rc.gbps} as {rc.tasks} x {rc.lines_per_task} lines, {src}",
-                    not parts and n % ring == 0,
-                    parts,
-                    "table_c",
-                )
-            )
-            twice.setdefault(parts or (n,), []).append((f"Table C {rc.tasks} tasks", rc.gbps.value))
+    for c in checks:
+        if c.dataset in ("table_b", "table_c") and c.unit == "GB/s":
+            twice.setdefault(c.parts, []).append((c.key, c.value))
     if not targets:
+        if meas.timings is not None:
+            raise InputError(
+                f"chip {chip.name}: measured/timings.json holds timed convolutions, not the "
+                f"tables a full fit needs: calibrate --chip {chip.path.name} --prior CHIP"
+            )
         raise InputError(f"chip {chip.name}: no measured times to calibrate on")
     bounds: list[Bound] = []
     rising: list[tuple[int, ...]] = []
@@ -237,37 +177,70 @@ def problem(
         laps,
         tuple(rising),
         tuple(hold_out),
-        _agreements(targets, meas, band),
+        _agreements(targets, checks),
         band,
     )
 
 
-def _agreements(targets: list[Target], meas: Measurements, band: Bands) -> tuple[Agreement, ...]:
-    """validate's figure rows over the targets, with its bands (issue 16's 3%): each Table A
-    median, each point, each Table B figure (the speedup as a ratio of two targets), each
-    Table C row."""
+def _targets(checks: Sequence[Check], geo: Chip, ring: int) -> list[Target]:
+    """The fit's times, one per measured figure (each Table A replica its own), in the
+    checks' order with Table A's replicas outermost; a speedup is an agreement, not a time."""
+    out: list[Target] = []
+    reps = [name for c in checks if c.samples for name, _ in c.samples]
+    for rep in dict.fromkeys(reps):  # Table A, replica by replica
+        for c in checks:
+            for name, t in c.samples:
+                if name == rep:
+                    out.append(_target(c, f"{c.key} rep {rep}", t, f"replica {rep}, ", ring))
+    for c in checks:
+        if c.samples or c.unit == "x":
+            continue
+        t = c.value if c.unit == "us" else float(geo.time_for_gbps(c.bytes_per_core, c.value))
+        out.append(_target(c, c.key, t, "", ring))
+    return out
+
+
+def _target(c: Check, name: str, t: float, said: str, ring: int) -> Target:
+    parts = c.parts if len(c.parts) > 1 else ()
+    notch = not parts and c.lines % ring == 0
+    return Target(
+        name, c.lines, c.bytes_per_core, float(t), said + c.provenance, notch, parts, c.dataset
+    )
+
+
+def _agreements(targets: list[Target], checks: Sequence[Check]) -> tuple[Agreement, ...]:
+    """validate's checks over the targets, each within its own band: a time (Table A's
+    median), a throughput (the inverse of a time) or a speedup (a ratio of two targets of
+    its table)."""
     out: list[Agreement] = []
     first: dict[str, int] = {}
     for i, t in enumerate(targets):
-        key = t.name.split(" rep ")[0]
-        if key in first:
+        first.setdefault(t.name.split(" rep ")[0], i)
+    by_work: dict[tuple[str, tuple[int, ...]], int] = {}
+    for i, t in enumerate(targets):
+        by_work.setdefault((t.dataset, t.parts or (t.lines,)), i)
+    for c in checks:
+        if c.unit == "x" or c.key not in first:
             continue
-        first[key] = i
-        if t.dataset == "table_a" and meas.table_a is not None:
-            ta = meas.table_a
-            med = float(ta.medians[list(ta.lines_per_core).index(t.lines)])
-            out.append(Agreement(key, i, -1, med, band.table_a, False))
+        i = first[c.key]
+        tol = _rel(c)
+        if c.unit == "us":
+            out.append(Agreement(c.key, i, -1, c.value, tol, False))
         else:
-            tol = {"points": band.point, "table_b": band.table_b}.get(t.dataset, band.table_c)
-            out.append(Agreement(key, i, -1, 1.0 / t.measured_us, tol, True))
-    tb = meas.table_b
-    if tb is not None:
-        for r in tb.rows:
-            u, c = first.get(f"Table B D={r.d} unsplit"), first.get(f"Table B D={r.d} chunked")
-            if u is not None and c is not None:
-                name = f"Table B D={r.d} speedup"
-                out.append(Agreement(name, u, c, r.speedup.value, band.table_b, False))
+            out.append(Agreement(c.key, i, -1, 1.0 / targets[i].measured_us, tol, True))
+    for c in checks:
+        if c.unit != "x":
+            continue
+        u, k = by_work.get((c.dataset, c.over)), by_work.get((c.dataset, c.parts))
+        if u is not None and k is not None:
+            out.append(Agreement(c.key, u, k, c.value, _rel(c), False))
     return tuple(out)
+
+
+def _rel(c: Check) -> float:
+    if c.band.rel is None:
+        raise ValueError(f"{c.key}: band {c.band} is not relative")
+    return c.band.rel
 
 
 def _span(laps: Sequence[int]) -> str:

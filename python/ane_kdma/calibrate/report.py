@@ -138,7 +138,7 @@ def with_notes(chip: Chip, cal: Calibration, prob: Problem, meas: Measurements) 
     if prob.held_out:
         notes["held_out"] = ", ".join(prob.held_out) + ": left out of this fit, to predict"
     if cal.slope is not None:
-        near = prob.bands.slope_x if prob.bands else vspecs.SLOPE_X
+        near = (prob.bands or vspecs.bands()).slope_x
         notes["v_slope"] = (
             f"{cal.slope:.3f} us/line per lap near the notch (|x| <= {near}), worst R^2 "
             f"{cal.slope_r2:.3f}; measured {cal.slope_target:g}; the window was chosen for it"

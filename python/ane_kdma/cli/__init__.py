@@ -32,6 +32,7 @@ COMMAND_NAMES = (
     "dump",
     "bench",
     "probe",
+    "chips",
 )
 
 

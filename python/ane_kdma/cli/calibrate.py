@@ -60,6 +60,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"fit without this dataset ({', '.join(cal_mod.DATASETS)}) and predict it; "
         "the pair named, or the profile's; writes nothing",
     )
+    sp.add_argument(
+        "--prior",
+        default=None,
+        metavar="CHIP",
+        help="fit a handful of timed figures (measured/timings.json): free only what they pin "
+        "(the per-prediction overhead, the demand window, the notch depth), every other field "
+        "from this chip's profile, with intervals; writes the profile",
+    )
+    sp.add_argument(
+        "--intervals",
+        action="store_true",
+        help="add intervals to the chip's fitted profile (its values unchanged): each fitted "
+        "field's widest move that keeps every counted row of validate passing",
+    )
     common.add_jobs(sp, "the workloads")
     common.add_common(sp, engine_default=None)
     sp.add_argument(  # add_common's --engine, with what it does here
@@ -132,7 +146,96 @@ def _hold_out(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prior(args: argparse.Namespace) -> int:
+    """--prior CHIP: the fit from a handful of figures (ane_kdma.calibrate.prior)."""
+    from ane_kdma.calibrate import prior as prior_mod
+    from ane_kdma.chip import load
+
+    for flag, given in (
+        ("--hypothesis", args.hypothesis),
+        ("--mechanism", args.mechanism),
+        ("--hold-out", args.hold_out),
+    ):
+        if given is not None:
+            raise InputError(f"--prior keeps the prior's reading and mechanism: it takes no {flag}")
+    chip = common.load_chip(args)
+    try:
+        prior = load(args.prior)
+    except InputError as exc:
+        raise InputError(f"--prior: {exc}") from None
+    if prior.fitted is None:
+        raise InputError(
+            f"--prior {args.prior}: chip {prior.name} has no profile.json to start from"
+        )
+    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
+    to_stdout = str(args.out) == STDOUT
+    if not to_stdout:
+        _check_out(out)
+    prof = prior_mod.fit_prior(chip, prior)
+    if to_stdout:
+        sys.stdout.write(prof.to_json())
+        return 0
+    write_atomic(out, prof.to_json().encode())
+    u = prof.uncertainty
+    assert u is not None
+    if args.json:
+        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
+        return 0
+    print(
+        f"calibrate: chip {chip.name} from {chip.path.name}/measured/timings.json, "
+        f"prior {prior.name}"
+    )
+    print(f"residuals: {prof.notes['residuals']}")
+    print("free (each pinned by the figures), value [interval]:")
+    for name, why in u.free.items():
+        lo, hi = u.intervals[name]
+        print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]: {why}")
+    print(f"kept from {prior.name}: " + ", ".join(u.kept))
+    print(f"intervals: {u.method}")
+    print(f"wrote {out}")
+    return 0
+
+
+def _intervals(args: argparse.Namespace) -> int:
+    """--intervals: the fitted profile's uncertainty (ane_kdma.calibrate.intervals)."""
+    from ane_kdma.calibrate import intervals as iv
+
+    for flag, given in (
+        ("--hypothesis", args.hypothesis),
+        ("--mechanism", args.mechanism),
+        ("--hold-out", args.hold_out),
+        ("--prior", args.prior),
+    ):
+        if given is not None:
+            raise InputError(f"--intervals reads the chip's profile as it is: it takes no {flag}")
+    chip = common.load_chip(args)
+    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
+    to_stdout = str(args.out) == STDOUT
+    if not to_stdout:
+        _check_out(out)
+    prof = iv.with_intervals(chip, chip.profile, quiet=args.json or to_stdout)
+    if to_stdout:
+        sys.stdout.write(prof.to_json())
+        return 0
+    write_atomic(out, prof.to_json().encode())
+    u = prof.uncertainty
+    assert u is not None
+    if args.json:
+        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
+        return 0
+    print(f"calibrate: intervals of chip {chip.name}'s profile {prof.name} (values unchanged)")
+    for name, (lo, hi) in u.intervals.items():
+        print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]")
+    print(f"intervals: {u.method}")
+    print(f"wrote {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "intervals", False):
+        return _intervals(args)
+    if getattr(args, "prior", None) is not None:
+        return _prior(args)
     if getattr(args, "hold_out", None) is not None:
         return _hold_out(args)
     opts = _jobs(args)  # a bad engine or scheduler address: before the chip is read

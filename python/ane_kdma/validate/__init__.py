@@ -338,6 +338,14 @@ def validate(engine: str, chip: Chip, rank: bool = True) -> Report:
             f"--no-ranking); on {figures} alone, {best.upper()} {100 * fit_error[best]:.1f}% "
             f"against {others or 'nothing else'}"
         )
+    elif n_fig == 0:  # no row tells the readings apart (a handful of timed figures)
+        counted = [r for r in rows if r.scope != "info"]
+        ok = sum(r.passed for r in counted)
+        verdict = (
+            f"verdict: {ok}/{len(counted)} rows pass; no measured figure here tells the readings "
+            f"apart, so the profile's {best.upper()} x {chip.profile.mechanism} stands unjudged "
+            "against the others"
+        )
     elif len(tied) > 1:
         verdict = (
             f"verdict: the data cannot tell {' and '.join(t.upper() for t in tied)} apart: the "
@@ -447,7 +455,7 @@ def to_json(report: Report, chip: Chip) -> dict[str, object]:
         "engine": report.engine,
         "profile": report.profile,
         "rule": RULE,
-        "rows": [asdict(r) for r in report.rows],
+        "rows": [{**asdict(r), "tolerance": str(r.tolerance)} for r in report.rows],
         "fit_error": report.fit_error,
         "best_hypothesis": report.best,
         "verdict": report.verdict,

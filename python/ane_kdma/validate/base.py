@@ -63,6 +63,58 @@ class Bands:
     towards: float  # "towards" figures, info only
 
 
+@dataclass(frozen=True)
+class Band:
+    """A row's band, typed: how validate prints it, and the relative tolerance when the row
+    compares two numbers (None for a band that is a rule: a range, a rise, an R^2)."""
+
+    text: str
+    rel: float | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def relative(cls, tol: float) -> Band:
+        return cls(f"+-{100 * tol:g}%", tol)
+
+    def holds(self, err: float) -> bool:
+        """A relative error inside a relative band (its edge included)."""
+        if self.rel is None:
+            raise ValueError(f"band {self.text!r} is not a relative tolerance")
+        return abs(err) <= self.rel + EPS
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured figure, translated once: the workload it was measured on, its value, and
+    the band it is held to. validate renders it as a row; calibrate's objective consumes it
+    (a time target, or an agreement within ``band``).
+
+    ``parts`` are the lines of each task on every core (one entry: one task); a speedup is
+    the time of ``over`` (the same bytes in other tasks) over the time of ``parts``. A
+    throughput (``unit`` GB/s) is read as a time through the chip's geometry.
+    """
+
+    dataset: str  # calibrate's dataset (table_a, points, table_b, table_c)
+    key: str  # calibrate's name for it
+    label: str  # validate's row name
+    parts: tuple[int, ...]
+    value: float  # the measured figure, in ``unit``
+    unit: str  # us, GB/s or x
+    measured: str  # how validate prints the measured figure
+    band: Band
+    provenance: str = ""
+    samples: tuple[tuple[str, float], ...] = ()  # Table A: each replica's time, by name
+    over: tuple[int, ...] = ()  # a speedup's denominator workload
+    bytes_per_core: int = 0  # the figure's bytes on each core (a throughput's size)
+    per_call: bool = False  # timed per Core ML prediction: the profile's predict overhead adds
+
+    @property
+    def lines(self) -> int:
+        return sum(self.parts)
+
+
 @dataclass
 class Row:
     dataset: str
@@ -72,7 +124,7 @@ class Row:
     measured: str
     unit: str
     error: float | None  # relative, where the row compares two numbers
-    tolerance: str
+    tolerance: Band
     passed: bool
     engine: str
     note: str = ""
@@ -91,6 +143,15 @@ class Ctx:
     fixed: Hypothesis
     bands: Bands
     results: dict[tuple[str, Workload], Result] = field(default_factory=dict)
+    measured_checks: tuple[Check, ...] | None = None  # the chip's measured figures, once
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """The measured tables' checks (:func:`measured_checks`),
+        translated once per context with its bands."""
+        if self.measured_checks is None:
+            self.measured_checks = measured_checks(self.chip, self.meas, self.bands)
+        return self.measured_checks
 
     @property
     def ring(self) -> int:
@@ -161,6 +222,131 @@ class Ctx:
         return self(h, w).gbps
 
 
+# ---------------------------------------------------------------- the measured figures, once
+
+MEASURED = ("table_a", "points", "table_b", "table_c")  # the datasets a check comes from
+
+
+def measured_checks(chip: Chip, meas: Measurements, bands: Bands) -> tuple[Check, ...]:
+    """Every measured figure of the chip's tables, as a check with its band: Table A's
+    medians (each replica kept as a sample), the shoulder and notch points, Table B's
+    unsplit, chunked and speedup figures, Table C's rows. The order is the tables' own."""
+    lb, out = chip.line_bytes, []
+    ta = meas.table_a
+    if ta is not None:
+        src = ta.source.cite()
+        for j, (d, n, b, med) in enumerate(
+            zip(ta.d, ta.lines_per_core, ta.bytes_per_core, ta.medians, strict=True)
+        ):
+            out.append(
+                Check(
+                    "table_a",
+                    f"Table A D={d}",
+                    f"Table A D = {d} (N = {ta.n})",
+                    (int(n),),
+                    float(med),
+                    "us",
+                    f"{med:g} us (median of {len(ta.replicas)} replicas)",
+                    Band.relative(bands.table_a),
+                    f"N={ta.n}, {src}",
+                    tuple((str(rep), float(times[j])) for rep, times in ta.replicas.items()),
+                    bytes_per_core=int(b),
+                )
+            )
+    f = meas.facts
+    for p in (f.shoulder, f.notch):
+        if p is None:
+            continue
+        src = p.gbps.source.cite() if p.gbps.source else ""
+        label = f"D = {p.d} (x = {p.x:+d})" if p is f.shoulder else f"D = {p.d} (x = 0)"
+        out.append(
+            Check(
+                "points",
+                f"D={p.d} point",
+                f"{label}, N = {p.n}",
+                (p.lines,),
+                p.gbps.value,
+                "GB/s",
+                str(p.gbps),
+                Band.relative(bands.point),
+                f"{p.gbps} at D={p.d}, N={p.n}, {src}",
+                bytes_per_core=p.bytes_per_core,
+            )
+        )
+    tb = meas.table_b
+    if tb is not None:
+        src, chunk, band = tb.source.cite(), tb.chunk_bytes // lb, Band.relative(bands.table_b)
+        for r in tb.rows:
+            n, size = r.bytes_per_core // lb, f"D = {r.d} ({spec_size(r.bytes_per_core)} per core)"
+            whole, parts = (n,), (chunk,) * (n // chunk)
+            for what, key, fig, work, over in (
+                ("unsplit", "unsplit", r.unsplit, whole, ()),
+                (f"{spec_size(tb.chunk_bytes)} chunks", "chunked", r.chunked, parts, ()),
+                ("speedup", "speedup", r.speedup, parts, whole),
+            ):
+                out.append(
+                    Check(
+                        "table_b",
+                        f"Table B D={r.d} {key}",
+                        f"Table B {size}: {what}",
+                        work,
+                        fig.value,
+                        "x" if over else "GB/s",
+                        f"{fig.value:g} {fig.unit} ({fig.qualifier})",
+                        band,
+                        f"{fig} at D={r.d}, {src}",
+                        over=over,
+                        bytes_per_core=r.bytes_per_core,
+                    )
+                )
+    tc = meas.table_c
+    if tc is not None:
+        src = tc.source.cite()
+        for rc in tc.rows:
+            out.append(
+                Check(
+                    "table_c",
+                    f"Table C {rc.tasks} tasks",
+                    f"Table C {spec_size(tc.bytes_per_core)} as {rc.tasks} x "
+                    f"{rc.lines_per_task:#x} lines",
+                    (rc.lines_per_task,) * rc.tasks,
+                    rc.gbps.value,
+                    "GB/s",
+                    f"{rc.gbps.value:g} GB/s ({rc.gbps.qualifier})",
+                    Band.relative(bands.table_c),
+                    f"{rc.gbps} as {rc.tasks} x {rc.lines_per_task} lines, {src}",
+                    bytes_per_core=tc.bytes_per_core,
+                )
+            )
+    tm = meas.timings
+    if tm is not None:
+        per_call = tm.method == "coreml-predict"
+        how = f"{tm.method}, {tm.source.cite()}"
+        for tr in tm.rows:
+            out.append(
+                Check(
+                    "timings",
+                    tr.name,
+                    f"{tr.name if tr.name == tr.shape else f'{tr.name}, {tr.shape}'} "
+                    f"({spec_size_of(tr.bytes_per_core)} per core), {tm.method}",
+                    tuple(b // lb for b in tr.task_bytes),
+                    tr.time.value,
+                    "us",
+                    f"{tr.time.value:g} us ({tr.time.qualifier})",
+                    Band.relative(bands.point),
+                    f"{tr.shape}: {tr.time} ({how})",
+                    bytes_per_core=tr.bytes_per_core,
+                    per_call=per_call,
+                )
+            )
+    return tuple(out)
+
+
+def spec_size_of(b: int) -> str:
+    """A size as the timing tables state it: MiB to two places unless whole."""
+    return f"{b >> 20} MiB" if b % (1 << 20) == 0 else f"{b / (1 << 20):.2f} MiB"
+
+
 Want = list[tuple[Hypothesis, Workload]]
 T = TypeVar("T")
 
@@ -188,8 +374,8 @@ def spec_rel(model: float, meas: float) -> float:
     return (model - meas) / meas
 
 
-def spec_tol(t: float) -> str:
-    return f"+-{100 * t:g}%"
+def spec_tol(t: float) -> Band:
+    return Band.relative(t)
 
 
 def spec_rising(values: Sequence[float]) -> bool:

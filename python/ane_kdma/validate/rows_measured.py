@@ -1,4 +1,10 @@
-"""validate's rows of the measured tables: Table A, the point facts, Tables B and C."""
+"""validate's rows of the measured tables: Table A, the point facts, Tables B and C.
+
+Each measured figure is translated once, by :func:`ane_kdma.validate.base.measured_checks`,
+into a check (its workload, value and band): the rows here render those checks, and
+calibrate's problem consumes the same checks as its targets and agreements, so the two
+cannot read a measurement differently.
+"""
 
 from __future__ import annotations
 
@@ -11,44 +17,73 @@ from ane_kdma.measured import (
     TableA,
 )
 from ane_kdma.validate.base import (
-    EPS,
+    Check,
     Ctx,
     Row,
     Want,
     spec_rel,
-    spec_size,
     spec_tol,
 )
+
+
+def _load(ctx: Ctx, c: Check, parts: tuple[int, ...]) -> Workload:
+    """A check's workload as validate runs it: one task by size, several as chunks (Table C
+    always as chunks, as it states its tasks)."""
+    if len(parts) == 1 and c.dataset != "table_c":
+        return ctx.lines(parts[0])
+    return ctx.chunks(parts)
+
+
+def _of(ctx: Ctx, dataset: str) -> list[Check]:
+    return [c for c in ctx.checks if c.dataset == dataset]
+
+
+def checks_want(ctx: Ctx, h: Hypothesis, dataset: str) -> Want:
+    out: Want = []
+    for c in _of(ctx, dataset):
+        if c.unit != "x":  # a speedup runs its two figures' workloads
+            out.append((h, _load(ctx, c, c.parts)))
+    return out
+
+
+def check_row(ctx: Ctx, h: Hypothesis, c: Check, row_dataset: str) -> Row:
+    """One check, rendered: the model's figure against the measured one, within its band."""
+    if c.unit == "us":
+        model = ctx.time(h, _load(ctx, c, c.parts))
+    elif c.unit == "x":
+        model = ctx.gbps(h, _load(ctx, c, c.parts)) / ctx.gbps(h, _load(ctx, c, c.over))
+    else:
+        model = ctx.gbps(h, _load(ctx, c, c.parts))
+    if c.per_call:  # a Core ML predict time: the host's per-call cost is in the figure
+        model += ctx.chip.profile.predict_overhead_us
+    err = spec_rel(model, c.value)
+    return Row(
+        row_dataset,
+        c.label,
+        "model",
+        model,
+        c.measured,
+        c.unit,
+        err,
+        c.band,
+        c.band.holds(err),
+        ctx.engine,
+    )
+
 
 # ---------------------------------------------------------------- Table A and the points
 
 
 def table_a_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(h, ctx.lines(int(n))) for n in ctx.table_a.lines_per_core]
+    return checks_want(ctx, h, "table_a")
 
 
 def table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     ta = ctx.table_a
-    rows, errs = [], []
-    for d, n, med in zip(ta.d, ta.lines_per_core, ta.medians, strict=True):
-        t = ctx.time(h, ctx.lines(int(n)))
-        err = spec_rel(t, float(med))
-        errs.append(err)
-        rows.append(
-            Row(
-                "table_a",
-                f"Table A D = {d} (N = {ta.n})",
-                "model",
-                t,
-                f"{med:g} us (median of {len(ta.replicas)} replicas)",
-                "us",
-                err,
-                spec_tol(ctx.bands.table_a),
-                abs(err) <= ctx.bands.table_a + EPS,
-                ctx.engine,
-            )
-        )
+    rows = [check_row(ctx, h, c, "table_a") for c in _of(ctx, "table_a")]
+    errs = [float(r.error or 0.0) for r in rows]
     worst = max(errs, key=abs)
+    band = spec_tol(ctx.bands.table_a)
     rows.append(
         Row(
             "table_a",
@@ -58,8 +93,8 @@ def table_a_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             "-",
             "relative",
             worst,
-            spec_tol(ctx.bands.table_a),
-            abs(worst) <= ctx.bands.table_a + EPS,
+            band,
+            band.holds(worst),
             ctx.engine,
             f"D = {ta.d[int(np.argmax(np.abs(errs)))]}; the replicas' own spread "
             f"{100 * replica_spread(ta):.1f}% (RMS of each replica against its D's median)",
@@ -86,111 +121,40 @@ def points_of(ctx: Ctx) -> list[tuple[str, Point]]:
 
 
 def point_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(h, ctx.lines(p.lines)) for _, p in points_of(ctx)]
+    return checks_want(ctx, h, "points")
 
 
 def point_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    rows = []
-    for label, p in points_of(ctx):
-        g = ctx.gbps(h, ctx.lines(p.lines))
-        err = spec_rel(g, p.gbps.value)
-        rows.append(
-            Row(
-                "point_facts",
-                f"{label}, N = {p.n}",
-                "model",
-                g,
-                str(p.gbps),
-                "GB/s",
-                err,
-                spec_tol(ctx.bands.point),
-                abs(err) <= ctx.bands.point + EPS,
-                ctx.engine,
-            )
-        )
-    return rows
+    return [check_row(ctx, h, c, "point_facts") for c in _of(ctx, "points")]
 
 
 # ---------------------------------------------------------------- Tables B and C (issue 16)
 
 
-def _table_b_loads(ctx: Ctx, d_bytes: int) -> tuple[Workload, Workload]:
-    """One Table B size: unsplit (one task per core) and in chunk-sized tasks."""
-    tb = ctx.meas.table_b
-    assert tb is not None  # the spec needs it
-    lb = ctx.chip.line_bytes
-    chunks = [tb.chunk_bytes // lb] * (d_bytes // tb.chunk_bytes)
-    return ctx.lines(d_bytes // lb), ctx.chunks(chunks)
-
-
 def table_b_want(ctx: Ctx, h: Hypothesis) -> Want:
-    tb = ctx.meas.table_b
-    assert tb is not None
-    return [(h, w) for r in tb.rows for w in _table_b_loads(ctx, r.bytes_per_core)]
+    return checks_want(ctx, h, "table_b")
 
 
 def table_b_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    tb = ctx.meas.table_b
-    assert tb is not None
-    tol = ctx.bands.table_b
-    rows: list[Row] = []
-    for r in tb.rows:
-        whole, chunked = (ctx.gbps(h, w) for w in _table_b_loads(ctx, r.bytes_per_core))
-        size = f"D = {r.d} ({spec_size(r.bytes_per_core)} per core)"
-        for what, model, fig, unit in (
-            ("unsplit", whole, r.unsplit, "GB/s"),
-            (f"{spec_size(tb.chunk_bytes)} chunks", chunked, r.chunked, "GB/s"),
-            ("speedup", chunked / whole, r.speedup, "x"),
-        ):
-            err = spec_rel(model, fig.value)
-            rows.append(
-                Row(
-                    "table_b",
-                    f"Table B {size}: {what}",
-                    "model",
-                    model,
-                    f"{fig.value:g} {fig.unit} ({fig.qualifier})",
-                    unit,
-                    err,
-                    spec_tol(tol),
-                    abs(err) <= tol + EPS,
-                    ctx.engine,
-                )
-            )
-    return rows
-
-
-def _table_c_load(ctx: Ctx, tasks: int, lines: int) -> Workload:
-    return ctx.chunks([lines] * tasks)
+    return [check_row(ctx, h, c, "table_b") for c in _of(ctx, "table_b")]
 
 
 def table_c_want(ctx: Ctx, h: Hypothesis) -> Want:
-    tc = ctx.meas.table_c
-    assert tc is not None
-    return [(h, _table_c_load(ctx, r.tasks, r.lines_per_task)) for r in tc.rows]
+    return checks_want(ctx, h, "table_c")
 
 
 def table_c_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    tc = ctx.meas.table_c
-    assert tc is not None
-    tol = ctx.bands.table_c
-    rows: list[Row] = []
-    for r in tc.rows:
-        g = ctx.gbps(h, _table_c_load(ctx, r.tasks, r.lines_per_task))
-        err = spec_rel(g, r.gbps.value)
-        rows.append(
-            Row(
-                "table_c",
-                f"Table C {spec_size(tc.bytes_per_core)} as {r.tasks} x "
-                f"{r.lines_per_task:#x} lines",
-                "model",
-                g,
-                f"{r.gbps.value:g} GB/s ({r.gbps.qualifier})",
-                "GB/s",
-                err,
-                spec_tol(tol),
-                abs(err) <= tol + EPS,
-                ctx.engine,
-            )
-        )
-    return rows
+    return [check_row(ctx, h, c, "table_c") for c in _of(ctx, "table_c")]
+
+
+# ---------------------------------------------------------------- timed convolutions
+
+
+def timings_want(ctx: Ctx, h: Hypothesis) -> Want:
+    return checks_want(ctx, h, "timings")
+
+
+def timings_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
+    """Each timed convolution, modeled with the profile's per-prediction overhead where the
+    file's method says the time includes one (a Core ML predict time)."""
+    return [check_row(ctx, h, c, "timings") for c in _of(ctx, "timings")]

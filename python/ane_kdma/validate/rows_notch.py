@@ -11,6 +11,7 @@ from ane_kdma.stats import fit_line
 from ane_kdma.validate.base import (
     EPS,
     SLOPE_STEP,
+    Band,
     Ctx,
     Row,
     Want,
@@ -52,7 +53,7 @@ def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             str(ctx.floor.gbps),
             "GB/s",
             None,
-            f"every k in {lo:g}-{hi:g} GB/s, rising with k",
+            Band(f"every k in {lo:g}-{hi:g} GB/s, rising with k"),
             not outside and rising,
             ctx.engine,
             " / ".join(f"{g:.2f}" for g in floor) + " GB/s" + "".join(f"; {m}" for m in miss),
@@ -88,9 +89,11 @@ def nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {spec_size(nom.high_bytes)})",
             "GB/s",
             None,
-            f"rising, every size in {lo:.2f}-{hi:.2f} GB/s "
-            f"({nom.gbps} +-{100 * ctx.bands.nominal:g}%: "
-            "'about', 'towards')",
+            Band(
+                f"rising, every size in {lo:.2f}-{hi:.2f} GB/s "
+                f"({nom.gbps} +-{100 * ctx.bands.nominal:g}%: "
+                "'about', 'towards')"
+            ),
             rising and all(lo - EPS <= x <= hi + EPS for x in g),
             ctx.engine,
             " / ".join(f"{x:.2f}" for x in g) + " GB/s" + ("" if rising else "; NOT rising"),
@@ -120,7 +123,7 @@ def k_scaling_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
             f"extra time scales with k (per-k fits R^2 {ctx.k_scaling.r_squared})",
             "R^2",
             None,
-            f"R^2 >= {ctx.bands.k_scaling_r2:g}",
+            Band(f"R^2 >= {ctx.bands.k_scaling_r2:g}"),
             r2 >= ctx.bands.k_scaling_r2,
             ctx.engine,
             f"{beta:.1f} us lost per lap",
@@ -145,7 +148,7 @@ def lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     notch = float(np.median(per))
     x = -lt.shoulder_offset
     shoulder = ctx.time(h, ctx.lines(ctx.ring + x))
-    tol = f"+-{100 * ctx.bands.lap:g}%"
+    tol = Band.relative(ctx.bands.lap)
     rows = []
     per_k: dict[str, object] = {"per_k": per}
     for name, model, fig, note, values in (
@@ -244,7 +247,7 @@ def v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
                 "recovers fully (0% from nominal)",
                 "relative to fixed",
                 worst,
-                f"within +-{100 * ctx.bands.recovery:g}% of the fixed hardware, every k",
+                Band(f"within +-{100 * ctx.bands.recovery:g}% of the fixed hardware, every k"),
                 abs(worst) <= ctx.bands.recovery + EPS,
                 ctx.engine,
                 f"worst k = {k_worst}; nominal = the fixed design at the same size",
@@ -285,8 +288,10 @@ def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
         f"{ctx.k_scaling.slope_per_lap} x k (R^2 {ctx.k_scaling.r_squared})",
         "us/line/lap",
         errs[i],
-        f"every k and side within +-{100 * ctx.bands.slope:g}% of {slope_meas:g} k, "
-        f"R^2 >= {ctx.bands.slope_r2:g}",
+        Band(
+            f"every k and side within +-{100 * ctx.bands.slope:g}% of {slope_meas:g} k, "
+            f"R^2 >= {ctx.bands.slope_r2:g}"
+        ),
         not bad,
         ctx.engine,
         f"worst slope {at(i)}: {per_k[i]:.3f} us/line per lap ({100 * errs[i]:+.1f}%); "
