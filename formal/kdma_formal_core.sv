@@ -107,20 +107,25 @@ module kdma_formal_core
   logic [LINE_ADDR_BITS-1:0] req_addr;
   logic [DWARM_EXTRA_BITS-1:0] req_extra;
   logic [COUNT_BITS-1:0]     issued, consumed;
+  settings_t                 settings;
+
+  // The settings struct: the window and the warm-up free, the governor off (proofs are about
+  // order), the memory's latency and ceiling unread by the core.
+  always_comb begin
+    settings                    = '0;
+    settings.window             = WINDOW_BITS'(window);
+    settings.core_rate_q16      = RATE_BITS'(RATE_ONE);
+    settings.dwarm_lines        = dwarm_lines_i[DWARM_LINES_BITS-1:0];  // only req_extra_o reads it
+    settings.dwarm_extra_cycles = dwarm_extra_i[DWARM_EXTRA_BITS-1:0];
+  end
 
   kdma_core #(
     .CreditMode(MODE)
   ) u_core (
     .clk_i,
     .rst_ni              (rst_nq),
-    .window_i            (window),
-    .core_rate_i         (17'(kdma_pkg::RATE_ONE)),  // the governor off: proofs are about order
-    .ramp_start_i        ('0),
-    .ramp_step_i         ('0),
-    .ramp_inc_i          ('0),
+    .settings_i          (settings),
     .rate_o              (),
-    .dwarm_lines_i       (dwarm_lines_i[DWARM_LINES_BITS-1:0]),  // free: only req_extra_o reads it
-    .dwarm_extra_i       (dwarm_extra_i[DWARM_EXTRA_BITS-1:0]),
     .start_i             (start),
     .base_addr_i         (base_addr),
     .size_bytes_i        (size_bytes),
@@ -315,7 +320,7 @@ module kdma_formal_core
       assert (HBits'(u_core.inflight_q) == h_mem_q);
       assert (HBits'(u_core.kmem_count_q) == h_kmem_q);
       assert (u_core.done_q == h_done_q);
-      assert (WBits'(u_core.dwarm_cnt_q) == ((h_starved_q < WBits'(dwarm_lines)) ? h_starved_q
+      assert (WBits'(u_core.u_dwarm.cnt_q) == ((h_starved_q < WBits'(dwarm_lines)) ? h_starved_q
                                                                                : WBits'(dwarm_lines)));
     end
   end

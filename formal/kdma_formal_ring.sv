@@ -110,7 +110,7 @@ module kdma_formal_ring
   ) u_dut (
     .clk_i,
     .rst_ni          (rst_nq),
-    .window_i        (window),
+    .window_i        (WINDOW_BITS'(window)),
     .busy_i          (1'b1),
     .base_line_i     (base_line),
     .transfer_lines_i(transfer_lines),

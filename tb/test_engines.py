@@ -10,13 +10,15 @@ bases and sizes) unless KDMA_FULL=1.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ane_kdma import chip as chips
 from ane_kdma import hypotheses as hyps
 from ane_kdma import knobs, regdump, runner
 from ane_kdma.contract import Task, Workload
-from ane_kdma.engines.cocotb import CocotbEngine
+from ane_kdma.engines.cocotb import CocotbEngine, build_params
 
 CHIP = chips.load()
 DUMPS = sorted((chips.data_dir() / "dumps").glob("m3_n4096_d*.txt"))
@@ -54,3 +56,27 @@ def test_rtl_and_model_agree_on_the_real_dumps(sim: str, h: hyps.Hypothesis) -> 
     for w, r, b, m in zip(loads, rtl, batch, model, strict=True):
         assert r.counters.mismatches(m.counters) == [], w.label
         assert b.counters == r.counters, w.label
+
+
+#: the m3 with a quarter of its KMem (256 lines, one page of credit): window + credit (88 +
+#: 256) no longer fits it, so the KMem cap binds where the m3's 1024 lines never do
+SMALL_KMEM = replace(CHIP, geometry=replace(CHIP.geometry, kmem_lines=256))
+
+
+def test_both_rtl_engines_take_a_chip_of_another_kmem(sim: str) -> None:
+    """KmemLines is a build parameter: the cocotb engine and the batch engine build the chip's
+    KMem, and give the cycle model's counters on it, which differ from the m3's."""
+    h = CHIP.hypothesis
+    assert build_params(h, SMALL_KMEM, 1)["KmemLines"] == 256
+    loads = [
+        Workload.from_size(CHIP.ring_lines * CHIP.line_bytes, 1),
+        Workload.from_size((CHIP.ring_lines + 40) * CHIP.line_bytes, 1, split=2),
+    ]
+    rtl = CocotbEngine(sim).run_many(h, SMALL_KMEM, loads)
+    batch = contract.run_many("rtl", h, SMALL_KMEM, loads, jobs=1)
+    model = contract.run_many("model", h, SMALL_KMEM, loads)
+    m3 = contract.run_many("model", h, CHIP, loads)
+    for w, r, b, m, big in zip(loads, rtl, batch, model, m3, strict=True):
+        assert r.counters.mismatches(m.counters) == [], w.label
+        assert b.counters == r.counters, w.label
+        assert m.counters != big.counters, w.label  # the smaller KMem is seen

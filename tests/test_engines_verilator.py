@@ -31,7 +31,9 @@ from ane_kdma.engines import verilator as vb
 from ane_kdma.engines.model import counters_of
 from ane_kdma.errors import InputError
 from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from ane_kdma.mechanisms import rtl_fields
 from ane_kdma.profile import MAX_LATENCY_CYCLES
+from ane_kdma.rtl_settings import settings_words, settle_cycles, unpack_settings
 
 CHIP = chips.load()
 RING = CHIP.ring_lines
@@ -250,11 +252,18 @@ def test_a_mechanism_without_rtl_inputs_is_refused() -> None:
 
 
 def test_the_warm_up_is_driven_and_the_demand_window_refused() -> None:
-    """dwarm_* reach the harness as its last two settings; dwin_* have no RTL input."""
+    """dwarm_* reach the harness in the packed settings struct (its words, least significant
+    first, then the settle cycles, steps and mask); dwin_* have no RTL input."""
     s = replace(CHIP.settings, dwarm_lines=DWARM_LINES_TOP, dwarm_extra_cycles=DWARM_EXTRA_TOP)
     vb.check_settings(s, CHIP)
-    head = vb.job_line(s, Workload.from_size(RING * LINE_BYTES, 1)).split()
-    assert head[7:11] == [str(DWARM_LINES_TOP), str(DWARM_EXTRA_TOP), "1", "1"], head
+    head = [int(v) for v in vb.job_line(s, Workload.from_size(RING * LINE_BYTES, 1)).split()]
+    n = settings_words()
+    packed = sum(v << (32 * i) for i, v in enumerate(head[:n]))
+    assert all(0 <= v < 1 << 32 for v in head[:n]), head
+    assert unpack_settings(packed) == {f.name: getattr(s, f.name) for f in rtl_fields()}
+    assert unpack_settings(packed)["dwarm_lines"] == DWARM_LINES_TOP
+    assert unpack_settings(packed)["dwarm_extra_cycles"] == DWARM_EXTRA_TOP
+    assert head[n : n + 3] == [settle_cycles(s), 1, 1], head
     with pytest.raises(InputError, match="no input for dwin_start_lines"):
         vb.check_settings(replace(CHIP.settings, dwin_start_lines=8), CHIP)
 

@@ -24,17 +24,14 @@ from ane_kdma.errors import InputError
 from ane_kdma.hw import LINE_BYTES
 from ane_kdma.hypotheses import Hypothesis
 
-PKG_KMEM_LINES = 1024  # kdma_pkg::KMEM_LINES: not a parameter of kdma_tb_top
-
 
 def check_chip(chip: Chip) -> None:
-    """The RTL is built for the package's line size and KMem; refuse a chip it cannot be."""
+    """The RTL moves the package's line size; every other geometry is a build parameter."""
     g = chip.geometry
-    if g.line_bytes != LINE_BYTES or g.kmem_lines != PKG_KMEM_LINES:
+    if g.line_bytes != LINE_BYTES:
         raise InputError(
-            f"chip {chip.name}: the RTL is built for {LINE_BYTES}-byte lines and "
-            f"{PKG_KMEM_LINES}-line KMem (chip has {g.line_bytes} and {g.kmem_lines}); "
-            "use --engine model"
+            f"chip {chip.name}: the RTL is built for {LINE_BYTES}-byte lines "
+            f"(chip has {g.line_bytes}); use --engine model"
         )
 
 
@@ -48,12 +45,14 @@ def job_document(chip: Chip, workloads: Sequence[Workload]) -> dict[str, object]
     }
 
 
-PKG_RING_BITS = 14  # kdma_pkg::RING_BITS and PREFETCH_MAX_LINES, the builds' defaults
+PKG_RING_BITS = 14  # kdma_pkg::RING_BITS, PREFETCH_MAX_LINES and KMEM_LINES: the builds' defaults
 PKG_PREFETCH_MAX_LINES = 256
+PKG_KMEM_LINES = 1024
 
 
 def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, int]:
-    """Build parameters; the ring width and clamp only where the chip differs from the package."""
+    """Build parameters; the ring width, clamp and KMem only where the chip differs from the
+    package (the m3's builds run the top's defaults)."""
     if hypothesis.encoding is None:
         raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
     params = {"CreditMode": hypothesis.encoding, "NumCores": cores}
@@ -61,6 +60,8 @@ def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, in
         params["RingBits"] = chip.geometry.ring_bits
     if chip.geometry.prefetch_max_lines != PKG_PREFETCH_MAX_LINES:
         params["PrefetchMaxLines"] = chip.geometry.prefetch_max_lines
+    if chip.geometry.kmem_lines != PKG_KMEM_LINES:
+        params["KmemLines"] = chip.geometry.kmem_lines
     return params
 
 
