@@ -41,10 +41,12 @@ def check_rtl_settings(s: Settings, kmem_lines: int) -> Settings:
             )
     if s.latency > MAX_LATENCY_CYCLES:
         raise InputError(f"latency {s.latency} above the RTL's {MAX_LATENCY_CYCLES}")
-    for f in rtl_fields():
-        value = getattr(s, f.name)
-        if not 0 <= value < 1 << f.rtl_bits:
-            raise InputError(f"{f.name}={value} does not fit the RTL's {f.rtl_bits}-bit field")
+    for field in rtl_fields():
+        value = getattr(s, field.name)
+        if not 0 <= value < 1 << field.rtl_bits:
+            raise InputError(
+                f"{field.name}={value} does not fit the RTL's {field.rtl_bits}-bit field"
+            )
     return s.check(kmem_lines)
 
 
