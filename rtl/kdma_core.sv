@@ -340,17 +340,29 @@ module kdma_core
   logic [NumAsserts-1:0] assert_fail_q;
   logic [NumAsserts-1:0] assert_ok;   // the nine conditions, by bit
 
+  // The conditions, written once: the guard below and each assertion expand the same
+  // macro (undefined at the end of the file). A vector that the guard and each assertion
+  // read would be kept as a variable, which costs Verilator every cycle what the guard saves.
+`define KDMA_OK_CREDIT  (credit <= CreditBits'(PrefetchMaxLines))
+`define KDMA_OK_CAP     (!req_valid_o || ((req_spec ? outstanding : outstanding - spec_out_q) < cap))
+`define KDMA_OK_KMEM    (outstanding <= CapBits'(KmemLines))
+`define KDMA_OK_ISSUED  (!cur_busy_q || (issued <= lines_q))
+`define KDMA_OK_END     (!req_valid_o || (issued < lines_q))
+`define KDMA_OK_DONE    (!cur_last || (issued == lines_q && kmem_count_q == CapBits'(1) && inflight_q == '0))
+`define KDMA_OK_TAIL    (!tail_drain || cur_busy_q)
+`define KDMA_OK_SPEC    (spec_ok)
+`define KDMA_OK_RATE    (rate_o <= settings_i.core_rate_q16)
+
   assign assert_ok = {
-    rate_o <= settings_i.core_rate_q16,                              // 8 governed rate
-    spec_ok,                                                         // 7 speculative <= lines
-    !tail_drain || cur_busy_q,                                       // 6 stray tail
-    !cur_last || (issued == lines_q && kmem_count_q == CapBits'(1)
-                  && inflight_q == '0),                              // 5 done early
-    !req_valid_o || (issued < lines_q),                              // 4 read beyond the end
-    !cur_busy_q || (issued <= lines_q),                              // 3 issued above lines
-    outstanding <= CapBits'(KmemLines),                              // 2 above KMem
-    !req_valid_o || ((req_spec ? outstanding : outstanding - spec_out_q) < cap),  // 1 at cap
-    credit <= CreditBits'(PrefetchMaxLines)                          // 0 credit above clamp
+    `KDMA_OK_RATE,    // 8 governed rate above the core rate
+    `KDMA_OK_SPEC,    // 7 more speculative lines than lines
+    `KDMA_OK_TAIL,    // 6 stray tail
+    `KDMA_OK_DONE,    // 5 done early
+    `KDMA_OK_END,     // 4 read beyond the end
+    `KDMA_OK_ISSUED,  // 3 issued above lines
+    `KDMA_OK_KMEM,    // 2 outstanding above KMem
+    `KDMA_OK_CAP,     // 1 issue at cap
+    `KDMA_OK_CREDIT   // 0 credit above clamp
   };
 
   // Why the guard: a passing cycle then costs one test per core, not nine
@@ -362,47 +374,47 @@ module kdma_core
     if (!rst_ni) begin
       assert_fail_q <= '0;
     end else if ((&assert_ok) !== 1'b1) begin  // a 0 bit, or X in a 4-state simulator
-      assert (assert_ok[0])
+      assert (`KDMA_OK_CREDIT)
         else begin
           $error("kdma: credit %0d above clamp %0d", credit, PrefetchMaxLines);
           assert_fail_q[0] <= 1'b1;
         end
-      assert (assert_ok[1])
+      assert (`KDMA_OK_CAP)
         else begin
           $error("kdma: issue with %0d outstanding, cap %0d", outstanding, cap);
           assert_fail_q[1] <= 1'b1;
         end
-      assert (assert_ok[2])
+      assert (`KDMA_OK_KMEM)
         else begin
           $error("kdma: %0d lines outstanding, KMem holds %0d", outstanding, KmemLines);
           assert_fail_q[2] <= 1'b1;
         end
-      assert (assert_ok[3])
+      assert (`KDMA_OK_ISSUED)
         else begin
           $error("kdma: issued %0d of %0d lines", issued, lines_q);
           assert_fail_q[3] <= 1'b1;
         end
-      assert (assert_ok[4])
+      assert (`KDMA_OK_END)
         else begin
           $error("kdma: read beyond the end of the transfer");
           assert_fail_q[4] <= 1'b1;
         end
-      assert (assert_ok[5])
+      assert (`KDMA_OK_DONE)
         else begin
           $error("kdma: done with %0d of %0d issued", issued, lines_q);
           assert_fail_q[5] <= 1'b1;
         end
-      assert (assert_ok[6])
+      assert (`KDMA_OK_TAIL)
         else begin
           $error("kdma: tail line drained with no current task");
           assert_fail_q[6] <= 1'b1;
         end
-      assert (assert_ok[7])
+      assert (`KDMA_OK_SPEC)
         else begin
           $error("kdma: %0d speculative lines of %0d outstanding", spec_out_q, outstanding);
           assert_fail_q[7] <= 1'b1;
         end
-      assert (assert_ok[8])
+      assert (`KDMA_OK_RATE)
         else begin
           $error("kdma: governed rate %0d above the core rate %0d", rate_o,
                  settings_i.core_rate_q16);
@@ -415,6 +427,15 @@ module kdma_core
   final begin
     if (assert_fail_q != '0) $display("kdma: assertion bits %b set at the end", assert_fail_q);
   end
+`undef KDMA_OK_CREDIT
+`undef KDMA_OK_CAP
+`undef KDMA_OK_KMEM
+`undef KDMA_OK_ISSUED
+`undef KDMA_OK_END
+`undef KDMA_OK_DONE
+`undef KDMA_OK_TAIL
+`undef KDMA_OK_SPEC
+`undef KDMA_OK_RATE
 `endif
 
 endmodule

@@ -165,18 +165,23 @@ def _top_level_items(text: str) -> list[str]:
 
 
 def test_the_assertion_conditions_are_written_once() -> None:
-    """kdma_core states its nine assertion conditions once, as the bits of `assert_ok`, and
-    runs the assertions only when one is 0 (or X): assertion k reads bit k and sets fail
-    bit k, in order, so no condition can drift from the guard that runs it."""
+    """kdma_core states its nine assertion conditions once, as macros (undefined at the end of
+    the file): the guard `assert_ok` is their concatenation, and assertion k expands the
+    macro of guard bit k and sets fail bit k, so no condition can drift from the guard."""
     src = (RTL / "kdma_core.sv").read_text()
     start = src.index("`ifndef SYNTHESIS")
-    block = re.sub(r"//[^\n]*", "", src[start : src.index("`endif", start)])
+    block = re.sub(r"//[^\n]*", "", src[start : src.rindex("`endif")])
+    defined = re.findall(r"`define\s+(KDMA_OK_\w+)\s", block)
+    assert len(defined) == len(set(defined)) == 9
+    assert sorted(re.findall(r"`undef\s+(KDMA_OK_\w+)", block)) == sorted(defined)
     guard = re.search(r"assign\s+assert_ok\s*=\s*\{(.*?)\};", block, re.S)
     assert guard is not None, "kdma_core.sv: no `assign assert_ok = {...};`"
-    assert len(_top_level_items(guard.group(1))) == 9
+    bits = [item.strip() for item in reversed(_top_level_items(guard.group(1)))]  # bit 0 first
+    assert len(bits) == 9 and all(b.startswith("`KDMA_OK_") for b in bits), bits
+    assert sorted(b[1:] for b in bits) == sorted(defined)
     assert "else if ((&assert_ok) !== 1'b1)" in block  # X runs them too
     asserted = re.findall(r"\bassert\s*\(([^;]*?)\)\s*else\s*begin(.*?)\n\s*end\b", block, re.S)
-    assert [cond.strip() for cond, _ in asserted] == [f"assert_ok[{k}]" for k in range(9)]
+    assert [cond.strip() for cond, _ in asserted] == bits
     for k, (_, body) in enumerate(asserted):
         assert re.search(rf"assert_fail_q\[{k}\]\s*<=\s*1'b1", body), k
     assert block.count("assert (") == 9
