@@ -75,9 +75,9 @@ def test_both_rtl_engines_take_a_chip_of_another_kmem(sim: str) -> None:
         Workload.from_size((CHIP.ring_lines + 40) * CHIP.line_bytes, 1, split=2),
     ]
     rtl = CocotbEngine(sim).run_many(h, SMALL_KMEM, loads)
-    batch = contract.run_many("rtl", h, SMALL_KMEM, loads, jobs=1)
-    model = contract.run_many("model", h, SMALL_KMEM, loads)
-    big = contract.run_many("model", h, SAME_CLAMP, loads)
+    batch = runner.run_many("rtl", h, SMALL_KMEM, loads, jobs=1)
+    model = runner.run_many("model", h, SMALL_KMEM, loads)
+    big = runner.run_many("model", h, SAME_CLAMP, loads)
     for w, r, b, m, ref in zip(loads, rtl, batch, model, big, strict=True):
         assert r.counters.mismatches(m.counters) == [], w.label
         assert b.counters == r.counters, w.label
