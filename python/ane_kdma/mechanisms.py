@@ -540,6 +540,12 @@ def off_values() -> dict[str, int]:
     return {i.name: i.off for i in inputs()}
 
 
+def rtl_built() -> tuple[str, ...]:
+    """The mechanisms built in rtl/ (each input a settings_t member), in registry order: the
+    ones a testbench may draw (:func:`draw_settings`) for the RTL."""
+    return tuple(m.name for m in REGISTRY if m.in_rtl)
+
+
 def rtl_fields() -> tuple[Field, ...]:
     """The fields of kdma_pkg::settings_t, in declaration order (MSB first)."""
     return tuple(Field(i.name, i.rtl_bits) for i in fields_all() if i.rtl_bits is not None)
