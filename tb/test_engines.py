@@ -85,3 +85,30 @@ def test_both_rtl_engines_take_a_chip_of_another_kmem(sim: str) -> None:
         assert small_core is not None and big_core is not None
         assert small_core.peak_inflight == 128 < big_core.peak_inflight, w.label
         assert r.counters.cycles > ref.counters.cycles, w.label
+
+
+#: the m3 with 128-byte lines: every transfer the same bytes in half the lines
+LONG_LINES = replace(CHIP, geometry=replace(CHIP.geometry, line_bytes=128))
+
+
+def test_both_rtl_engines_take_a_chip_of_another_line_size(sim: str) -> None:
+    """The RTL moves 64-byte lines; a chip of other lines runs on it one line for one (each
+    task's first line and line count), so both RTL engines give the cycle model's counters on
+    that chip, not the counters of the same bytes in 64-byte lines (a whole ring of 128-byte
+    lines, 2 MiB, in the notch; half a ring and 40 lines more, in two tasks)."""
+    h = CHIP.hypothesis
+    lb = LONG_LINES.line_bytes
+    loads = [
+        Workload.from_size(CHIP.ring_lines * lb, 1, line_bytes=lb),
+        Workload.from_size((CHIP.ring_lines // 2 + 40) * lb, 1, split=2, line_bytes=lb),
+    ]
+    rtl = CocotbEngine(sim).run_many(h, LONG_LINES, loads)
+    batch = runner.run_many("rtl", h, LONG_LINES, loads, jobs=1)
+    model = runner.run_many("model", h, LONG_LINES, loads)
+    short = runner.run_many("model", h, CHIP, loads)
+    for w, r, b, m, ref in zip(loads, rtl, batch, model, short, strict=True):
+        assert r.counters.mismatches(m.counters) == [], w.label
+        assert b.counters == r.counters, w.label
+        assert r.counters != ref.counters, w.label  # the line size is not ignored
+    core = rtl[0].counters.cores[0]
+    assert core is not None and core.zero_credit_cycles > 0  # one whole ring: the notch

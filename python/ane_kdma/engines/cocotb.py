@@ -19,20 +19,45 @@ from pathlib import Path
 
 from ane_kdma import progress
 from ane_kdma.chip import Chip
-from ane_kdma.contract import CoreCounters, Counters, Result, Workload
+from ane_kdma.contract import CoreCounters, Counters, Result, Task, Workload
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hw import ADDR_BITS, LINE_ADDR_BITS, LINE_BYTES
 from ane_kdma.hypotheses import Hypothesis
 
 
 def check_chip(chip: Chip) -> None:
-    """The RTL moves the package's line size; every other geometry is a build parameter."""
-    g = chip.geometry
-    if g.line_bytes != LINE_BYTES:
+    """The geometry is a build parameter, and the line size is mapped (:func:`rtl_workload`);
+    the one geometry the chip loader takes and the RTL cannot be is a one-line prefetch clamp
+    (kdma_credit's page index would be 0 bits wide: Icarus refuses the part-select)."""
+    if chip.geometry.prefetch_max_lines < 2:
         raise InputError(
-            f"chip {chip.name}: the RTL is built for {LINE_BYTES}-byte lines "
-            f"(chip has {g.line_bytes}); use --engine model"
+            f"chip {chip.name}: the RTL is built for a prefetch clamp of at least 2 lines "
+            f"(chip has {chip.geometry.prefetch_max_lines}); use --engine model"
         )
+
+
+def rtl_workload(chip: Chip, workload: Workload) -> Workload:
+    """`workload` in the RTL's 64-byte lines, one line for one: each task's first line and
+    line count in the chip's lines become the same first line (mod the RTL's 2^26-line space)
+    and count of 64-byte lines. The counters count lines and cycles, so they are the chip's;
+    only the address-derived flags and the test data differ, and the engines read neither."""
+    lb = chip.geometry.line_bytes
+    if lb == LINE_BYTES:
+        return workload
+
+    def task(t: Task) -> Task:
+        lines = t.lines_of(lb)
+        if lines * LINE_BYTES >= 1 << ADDR_BITS:
+            raise InputError(
+                f"a task of {lines} {lb}-byte lines is more than the RTL's 32-bit byte count "
+                f"holds in {LINE_BYTES}-byte lines; use --engine model"
+            )
+        return Task((t.base_line_of(lb) % (1 << LINE_ADDR_BITS)) * LINE_BYTES, lines * LINE_BYTES)
+
+    return Workload(
+        tuple(None if seq is None else tuple(task(t) for t in seq) for seq in workload.cores),
+        workload.label,
+    )
 
 
 def job_document(chip: Chip, workloads: Sequence[Workload]) -> dict[str, object]:
@@ -101,7 +126,9 @@ class CocotbEngine:
             )
             with tempfile.TemporaryDirectory(prefix="ane-kdma-") as tmp:
                 job, res = Path(tmp) / "job.json", Path(tmp) / "out.json"
-                job.write_text(json.dumps(job_document(chip, batch)))
+                job.write_text(
+                    json.dumps(job_document(chip, [rtl_workload(chip, w) for w in batch]))
+                )
                 run(
                     sim,
                     "kdma_tb_top",

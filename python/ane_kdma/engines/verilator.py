@@ -40,7 +40,7 @@ from pathlib import Path
 from ane_kdma import progress
 from ane_kdma.chip import Chip
 from ane_kdma.contract import CoreCounters, Counters, Result, Workload
-from ane_kdma.engines.cocotb import build_params, check_chip
+from ane_kdma.engines.cocotb import build_params, check_chip, rtl_workload
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
 from ane_kdma.hw import CYCLE_BITS, LINE_BYTES
@@ -464,7 +464,7 @@ class VerilatorEngine:
         for cores, idx in _by_cores(workloads).items():
             exe = build(hypothesis, chip, cores, self.payload)
             batch = [workloads[i] for i in idx]
-            got = run_jobs(exe, [(s, w) for w in batch], cores, self.progress)
+            got = run_jobs(exe, [(s, rtl_workload(chip, w)) for w in batch], cores, self.progress)
             for i, w, c in zip(idx, batch, got, strict=True):
                 out[i] = Result.make(self.name, hypothesis, chip, w, c, True)
         return [out[i] for i in range(len(workloads))]
@@ -482,7 +482,7 @@ class VerilatorEngine:
         out: dict[int, Counters] = {}
         for cores, idx in _by_cores([w for _, w in jobs]).items():
             exe = build(hypothesis, chip, cores, self.payload)
-            got = run_jobs(exe, [jobs[i] for i in idx], cores)
+            got = run_jobs(exe, [(jobs[i][0], rtl_workload(chip, jobs[i][1])) for i in idx], cores)
             out.update(zip(idx, got, strict=True))
         return [out[i] for i in range(len(jobs))]
 
