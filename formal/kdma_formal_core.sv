@@ -613,6 +613,9 @@ module kdma_formal_core
           if (cur_out != '0) assert (h_cur_q[rd]);
         end
         assert (h_tail_left <= HBits'(KMEM_LINES));
+        // The older task's page credit is its task's (the induction's first counterexample
+        // started from h_tail_c_q = 271, above any page).
+        if (h_tail_left != '0) assert (h_tail_c_q == page_credit(h_tail_end_q));
       end
     end
   end
