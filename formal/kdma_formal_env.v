@@ -18,7 +18,8 @@ module kdma_formal_env (
   output wire [31:0] window_o,          // demand window, lines
   // ---- Handshakes: chosen afresh by the solver every cycle ----
   output wire        req_ready_o,       // memory accepts the read request
-  output wire        drain_o            // one outstanding line may leave KMem
+  output wire        drain_o,           // one outstanding line may leave KMem
+  output wire        drain_spec_o       // ... a speculative one, if both kinds are outstanding
 );
 
   // Driven by the solver, not by logic.
@@ -28,6 +29,7 @@ module kdma_formal_env (
   (* anyconst *) reg [31:0] window;
   (* anyseq *)   reg        req_ready;
   (* anyseq *)   reg        drain;
+  (* anyseq *)   reg        drain_spec;
   /* verilator lint_on UNDRIVEN */
 
   assign base_line_o      = base_line;
@@ -35,6 +37,7 @@ module kdma_formal_env (
   assign window_o         = window;
   assign req_ready_o      = req_ready;
   assign drain_o          = drain;
+  assign drain_spec_o     = drain_spec;
 
 endmodule
 

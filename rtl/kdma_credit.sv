@@ -29,6 +29,27 @@ module kdma_credit
   localparam int PageBits = $clog2(PrefetchMaxLines);  // one page = one clamp of lines
   localparam logic [COUNT_BITS-1:0] Clamp = COUNT_BITS'(PrefetchMaxLines);
 
+  // The build's geometry, checked at elaboration: a page is the low PageBits of
+  // the issued count, and the credit (at most half a ring turn, read signed)
+  // fits the ring. Icarus 11 has no elaboration-time $error: there an instance
+  // of a module that does not exist stops the elaboration, and its name says why.
+  if ((PrefetchMaxLines < 1) || ((PrefetchMaxLines & (PrefetchMaxLines - 1)) != 0)) begin : g_bad_clamp
+`ifdef __ICARUS__
+    kdma_refused_PrefetchMaxLines_is_not_a_power_of_two u_refused ();
+`else
+    $fatal(1, "kdma_credit: PrefetchMaxLines = %0d is not a power of two", PrefetchMaxLines);
+`endif
+  end
+  if ((RingBits < 2) || (RingBits >= COUNT_BITS)
+      || (PrefetchMaxLines > (1 << (RingBits - 1)))) begin : g_bad_ring
+`ifdef __ICARUS__
+    kdma_refused_RingBits_out_of_range_or_below_the_clamp u_refused ();
+`else
+    $fatal(1, "kdma_credit: RingBits = %0d outside 2..%0d, or half its ring below PrefetchMaxLines = %0d",
+           RingBits, COUNT_BITS - 1, PrefetchMaxLines);
+`endif
+  end
+
   // The ring, as the article sketches it (names kept for waves and formal).
   logic [RingBits-1:0]   rd_ptr;      // start_line[13:0]: all the ring ever sees
   logic [RingBits-1:0]   end_ptr;     // (start_line + transfer_lines)[13:0]

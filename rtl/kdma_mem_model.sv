@@ -7,9 +7,6 @@ module kdma_mem_model
 #(
   // Number of request/response ports (one per core).
   parameter int NumCores = 1,
-  // Largest latency the run-time input may ask for, in cycles (a request's
-  // extra latency, up to 2^DWARM_EXTRA_BITS - 1, comes on top).
-  parameter int MaxLatencyCycles = 4095,
   // Requests each port may have outstanding (the core caps itself lower).
   parameter int DepthLines = kdma_pkg::KMEM_LINES,
   // 1: each response carries its line address and test data (line_data).
@@ -21,13 +18,14 @@ module kdma_mem_model
   input  logic rst_ni,
 
   // ---- Run-time settings (hold steady while any task runs) ----
-  // Cycles from an accepted request to its response, 1..MaxLatencyCycles (0 acts as 1).
-  input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,
+  // Cycles from an accepted request to its response, 1..MAX_LATENCY_CYCLES (0 acts as
+  // 1; a request's extra latency, up to 2^DWARM_EXTRA_BITS - 1, comes on top).
+  input  logic [kdma_pkg::LATENCY_BITS-1:0]                latency_i,
   // Per-port rate limit in lines per cycle, fixed point, 0 < rate <= 1.0
   // (each core's governor drives its own port's).
-  input  logic [NumCores-1:0][kdma_pkg::RATE_FRAC_BITS:0] core_rate_i,
+  input  logic [NumCores-1:0][kdma_pkg::RATE_BITS-1:0]    core_rate_i,
   // Aggregate ceiling over all ports in lines per cycle, fixed point.
-  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
+  input  logic [kdma_pkg::AGG_RATE_BITS-1:0]              agg_rate_i,
   // A new task starts: round-robin arbitration restarts at port 0.
   input  logic                                  arb_restart_i,
 
@@ -47,7 +45,7 @@ module kdma_mem_model
 
   import kdma_pkg::*;
 
-  localparam int LatBits   = $clog2(MaxLatencyCycles + 1);
+  localparam int LatBits   = LATENCY_BITS;
   // A due time is at most latency + extra ahead, and the head of a port is at
   // most one extra latency overdue (a line waits behind a slower one before
   // it): one bit for the sum, one for the sign keep the compare wrap-safe.
@@ -55,7 +53,7 @@ module kdma_mem_model
   localparam int TsBits    = DelayBits + 1;
   localparam int PtrBits   = $clog2(DepthLines);
   localparam int CoreBits  = (NumCores > 1) ? $clog2(NumCores) : 1;
-  localparam int AccBits   = RATE_FRAC_BITS + 6; // holds bank (<= 1.0) + agg rate
+  localparam int AccBits   = AGG_RATE_BITS;  // holds bank (<= 1.0) + agg rate (<= AGG_RATE_MAX_Q16)
   localparam logic [AccBits-1:0] One = AccBits'(RATE_ONE);
 
   // ---------------------------------------------------------------------------

@@ -13,17 +13,33 @@ package kdma_pkg;
   localparam int LINE_ADDR_BITS = ADDR_BITS - LINE_SHIFT;
   // Line counts (transfer, issued, consumed) are kept in 32 bits.
   localparam int COUNT_BITS = 32;
+  // Cycle counters (busy cycles, zero-credit cycles) are kept in 32 bits.
+  localparam int CYCLE_BITS = 32;
   // Width of the suspected speculative prefetch ring: 2^14 lines = 1 MiB.
   localparam int RING_BITS = 14;
   // Most lines the prefetcher may run ahead of demand: one 16 KiB page.
   localparam int PREFETCH_MAX_LINES = 256;
-  // Resident kernel memory per core: 64 KiB = 1024 lines.
+  // Resident kernel memory per core: 64 KiB = 1024 lines (kdma_top's default KmemLines).
   localparam int KMEM_LINES = 1024;
+  // A build's KMem (kdma_top's KmemLines) is a power of two up to 2^KMEM_MAX_BITS lines,
+  // and the demand window setting is wide enough for the largest: 0..4096 lines.
+  localparam int KMEM_MAX_BITS = 12;
+  localparam int MAX_KMEM_LINES = 1 << KMEM_MAX_BITS;
+  localparam int WINDOW_BITS = KMEM_MAX_BITS + 1;
+  // The memory latency setting: 1..MAX_LATENCY_CYCLES cycles.
+  localparam int LATENCY_BITS = 12;
+  localparam int MAX_LATENCY_CYCLES = (1 << LATENCY_BITS) - 1;
   // Data payload of one line.
   localparam int LINE_BITS = 8 * LINE_BYTES;
   // Fixed-point rates (lines per cycle) carry this many fraction bits.
   localparam int RATE_FRAC_BITS = 16;
   localparam int RATE_ONE = 1 << RATE_FRAC_BITS;
+  // A per-core rate (and the governor's start and step) is at most one line a cycle.
+  localparam int RATE_BITS = RATE_FRAC_BITS + 1;
+  // The aggregate DRAM ceiling: the memory's bucket adds it to a bank of at most one line
+  // in this many bits, so it is at most AGG_RATE_MAX_Q16 (about 63 lines a cycle).
+  localparam int AGG_RATE_BITS = RATE_FRAC_BITS + 6;
+  localparam int AGG_RATE_MAX_Q16 = (1 << AGG_RATE_BITS) - 1 - RATE_ONE;
   // The issue-rate governor counts granted lines per step in this many bits.
   localparam int RAMP_STEP_BITS = 20;
   // The demand path's warm-up (issue 16): each core counts the starved lines
@@ -32,6 +48,22 @@ package kdma_pkg;
   // ... and a starved line of the warm-up pops up to 2^DWARM_EXTRA_BITS - 1
   // cycles later than the memory's latency.
   localparam int DWARM_EXTRA_BITS = 12;
+
+  // The run-time settings, one packed struct from the host to every module that reads one
+  // (the first member at the most significant bits). Python packs it from
+  // ane_kdma.mechanisms.rtl_fields(), which names the members in this order with these
+  // widths (tests/test_pkg_parity.py holds the two equal). They hold steady during a task.
+  typedef struct packed {
+    logic [LATENCY_BITS-1:0]     latency;             // memory latency, cycles
+    logic [WINDOW_BITS-1:0]      window;              // demand window, lines (<= KMem)
+    logic [RATE_BITS-1:0]        core_rate_q16;       // per-core rate, lines/cycle
+    logic [AGG_RATE_BITS-1:0]    agg_rate_q16;        // aggregate DRAM ceiling, lines/cycle
+    logic [RATE_BITS-1:0]        ramp_start_q16;      // issue-rate governor: start rate (0: off)
+    logic [RAMP_STEP_BITS-1:0]   ramp_step_lines;     //   granted lines per step
+    logic [RATE_BITS-1:0]        ramp_inc_q16;        //   rate added per step
+    logic [DWARM_LINES_BITS-1:0] dwarm_lines;         // demand warm-up: starved lines (0: off)
+    logic [DWARM_EXTRA_BITS-1:0] dwarm_extra_cycles;  //   their extra latency, cycles
+  } settings_t;
 
   // Credit modes are coded in this many bits: room for eight readings (four are used).
   localparam int CREDIT_MODE_BITS = 3;

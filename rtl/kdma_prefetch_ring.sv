@@ -18,9 +18,10 @@ module kdma_prefetch_ring
   input  logic rst_ni,
 
   // ---- Run-time setting ----
-  // Non-speculative demand window, in lines (1..KmemLines). With 0, a task
-  // whose credit is 0 can never issue (formal/ *_trace hang covers show it).
-  input  logic [$clog2(KmemLines+1)-1:0] window_i,
+  // Non-speculative demand window, in lines (1..KmemLines; window + credit is
+  // capped at KmemLines). With 0, a task whose credit is 0 can never issue
+  // (formal/ *_trace hang covers show it).
+  input  logic [kdma_pkg::WINDOW_BITS-1:0] window_i,
 
   // ---- Task (held by the core for the whole transfer) ----
   input  logic                      busy_i,            // a task is running
@@ -47,7 +48,8 @@ module kdma_prefetch_ring
   import kdma_pkg::*;
 
   localparam int CapBits = $clog2(KmemLines + 1);
-  localparam int SumBits = CapBits + 1;
+  // window + credit, without overflow (the window setting is wider than a small KMem's count)
+  localparam int SumBits = ((WINDOW_BITS > CapBits) ? WINDOW_BITS : CapBits) + 1;
 
   logic [COUNT_BITS-1:0] issued_q;
   logic [SumBits-1:0]    window_plus_credit;
@@ -60,7 +62,7 @@ module kdma_prefetch_ring
     .RingBits        (RingBits),
     .PrefetchMaxLines(PrefetchMaxLines)
   ) u_credit (
-    .start_ptr_i     (base_line_i[RingBits-1:0]),
+    .start_ptr_i     (RingBits'(base_line_i)),  // the low RingBits (zero-extended above 26)
     .transfer_lines_i(transfer_lines_i),
     .issued_lines_i  (issued_q),
     .credit_o        (credit_o),

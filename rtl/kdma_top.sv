@@ -4,17 +4,18 @@
 `default_nettype none
 
 module kdma_top
+  import kdma_pkg::*;  // in the header: the settings port's type (Icarus 11 cannot take kdma_pkg::settings_t)
 #(
   // Number of cores (the M3 ANE has 16).
   parameter int NumCores = 1,
   // Credit arithmetic of every core: a buggy hypothesis or the fix.
-  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
+  parameter logic [CREDIT_MODE_BITS-1:0] CreditMode = CreditFixed,
   // Width of the prefetch ring pointers, in lines.
-  parameter int RingBits = kdma_pkg::RING_BITS,
-  // Clamp on the look-ahead credit, in lines.
-  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
-  // Largest memory latency the run-time input may ask for, in cycles.
-  parameter int MaxLatencyCycles = 4095,
+  parameter int RingBits = RING_BITS,
+  // Clamp on the look-ahead credit, in lines (a power of two).
+  parameter int PrefetchMaxLines = PREFETCH_MAX_LINES,
+  // KMem of every core, in lines (a power of two, 2..MAX_KMEM_LINES).
+  parameter int KmemLines = KMEM_LINES,
   // 1: the line payload (addresses and test data through memory and KMem),
   // as the testbenches check it. 0: counters only, for timing runs (the batch
   // engine); every counter and the occupancy as with 1; kmem_addr_o and
@@ -25,54 +26,53 @@ module kdma_top
   input  logic rst_ni,
 
   // ---- Run-time settings (from the profile; hold steady during a task) ----
-  input  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_i,     // memory latency, cycles
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               core_rate_i,   // lines/cycle per core, Q.16
-  // Aggregate DRAM ceiling in lines/cycle, Q.16. For LPDDR5-6400 x128
-  // (102.4 GB/s) at the profile's ns_per_cycle: 102.4 * ns_per_cycle / 64.
-  // ane_kdma.profile.Profile.agg_rate_q16 computes it; nothing here hard-codes it.
-  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]             agg_rate_i,
-  input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0]       window_i,      // demand window, lines
-  // Issue-rate governor of every core (see kdma_core): start rate, lines per
-  // step, increment per step. ramp_start_i = 0 turns it off.
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_start_i,
-  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]             ramp_step_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]               ramp_inc_i,
-  // The demand path's warm-up of every core (see kdma_core): a request's first
-  // dwarm_lines_i starved lines pop dwarm_extra_i cycles late. 0: off.
-  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]           dwarm_lines_i,
-  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]           dwarm_extra_i,
+  // The aggregate ceiling agg_rate_q16 is 102.4 GB/s (LPDDR5-6400 x128) at the
+  // profile's ns_per_cycle: ane_kdma.profile.Profile.agg_rate_q16 computes it.
+  input  settings_t                               settings_i,
 
   // ---- Task: one (base, size) per core; disabled cores sit out ----
   // A task may be taken while the previous one drains (same cores enabled,
   // each core fully issued): split tasks then stream back to back.
-  input  logic                                start_i,
-  input  logic [NumCores-1:0]                 core_en_i,
-  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  base_addr_i,
-  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0]  size_bytes_i,
-  output logic                                ready_o,      // start_i would be taken now
-  output logic                                idle_o,       // no task in flight
-  output logic                                done_o,       // pulse per task, in order
-  output logic [31:0]                         cycles_o,     // cycles busy since leaving idle
+  input  logic                                    start_i,
+  input  logic [NumCores-1:0]                     core_en_i,
+  input  logic [NumCores-1:0][ADDR_BITS-1:0]      base_addr_i,
+  input  logic [NumCores-1:0][ADDR_BITS-1:0]      size_bytes_i,
+  output logic                                    ready_o,      // start_i would be taken now
+  output logic                                    idle_o,       // no task in flight
+  output logic                                    done_o,       // pulse per task, in order
+  output logic [CYCLE_BITS-1:0]                   cycles_o,     // cycles busy since leaving idle
 
   // ---- KMem drain ports ----
   output logic [NumCores-1:0]                     kmem_valid_o,
   input  logic [NumCores-1:0]                     kmem_ready_i,
-  output logic [NumCores-1:0][kdma_pkg::LINE_ADDR_BITS-1:0] kmem_addr_o,
-  output logic [NumCores-1:0][kdma_pkg::LINE_BITS-1:0]      kmem_data_o,
+  output logic [NumCores-1:0][LINE_ADDR_BITS-1:0] kmem_addr_o,
+  output logic [NumCores-1:0][LINE_BITS-1:0]      kmem_data_o,
 
   // ---- Per-core status and counters ----
   output logic [NumCores-1:0]                     core_done_o,
   output logic [NumCores-1:0]                     unaligned_o,
   output logic [NumCores-1:0]                     partial_o,
   output logic [NumCores-1:0]                     wrap_o,
-  output logic [NumCores-1:0][31:0]               core_cycles_o,
-  output logic [NumCores-1:0][31:0]               zero_credit_cycles_o,
-  output logic [NumCores-1:0][$clog2(kdma_pkg::KMEM_LINES+1)-1:0] peak_inflight_o,
-  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]     issued_lines_o,
-  output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]     consumed_lines_o
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]     core_cycles_o,
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]     zero_credit_cycles_o,
+  output logic [NumCores-1:0][$clog2(KmemLines+1)-1:0] peak_inflight_o,
+  output logic [NumCores-1:0][COUNT_BITS-1:0]     issued_lines_o,
+  output logic [NumCores-1:0][COUNT_BITS-1:0]     consumed_lines_o
 );
 
-  import kdma_pkg::*;
+  // The package's widths agree with its limits (checked once, here, at elaboration;
+  // Icarus 11: an instance of a module that does not exist, as in kdma_credit).
+  if (($clog2(MAX_LATENCY_CYCLES + 1) != LATENCY_BITS) || ($clog2(MAX_KMEM_LINES + 1) != WINDOW_BITS)
+      || (DWARM_EXTRA_BITS > LATENCY_BITS) || ((1 << LINE_SHIFT) != LINE_BYTES)
+      || (AGG_RATE_MAX_Q16 + RATE_ONE >= (1 << AGG_RATE_BITS))  // a full bank + the ceiling fits
+      || (NumCores < 1)) begin : g_bad_widths
+`ifdef __ICARUS__
+    kdma_refused_kdma_pkg_widths_disagree_or_no_cores u_refused ();
+`else
+    $fatal(1, "kdma_top: kdma_pkg's widths disagree with its limits, or NumCores = %0d < 1", NumCores);
+`endif
+  end
+
 
   logic [NumCores-1:0]                     req_valid, req_ready, resp_valid, core_idle, core_ready;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] req_addr, resp_addr;
@@ -82,10 +82,10 @@ module kdma_top
   // core's port on a slice of the packed output made Icarus resolve the whole output
   // bit by bit on every core's new line (as in kdma_mem_model's resp_data).
   logic [NumCores-1:0][LINE_BITS-1:0]      kmem_head;
-  logic [NumCores-1:0][RATE_FRAC_BITS:0]   core_rate;   // each core's governed refill
+  logic [NumCores-1:0][RATE_BITS-1:0]      core_rate;   // each core's governed refill
   logic [NumCores-1:0]                     prev_q, cur_q;       // cores still on each task
   logic [NumCores-1:0]                     prev_d, cur_d;
-  logic [31:0]                             cycles_q;
+  logic [CYCLE_BITS-1:0]                   cycles_q;
   logic                                    done_q;
   logic                                    idle, ready, accept;
 
@@ -102,19 +102,13 @@ module kdma_top
       .CreditMode      (CreditMode),
       .RingBits        (RingBits),
       .PrefetchMaxLines(PrefetchMaxLines),
-      .KmemLines       (KMEM_LINES),
+      .KmemLines       (KmemLines),
       .Payload         (Payload)
     ) u_core (
       .clk_i,
       .rst_ni,
-      .window_i,
-      .core_rate_i,
-      .ramp_start_i,
-      .ramp_step_i,
-      .ramp_inc_i,
+      .settings_i,
       .rate_o              (core_rate[c]),
-      .dwarm_lines_i,
-      .dwarm_extra_i,
       .start_i             (accept && core_en_i[c]),
       .base_addr_i         (base_addr_i[c]),
       .size_bytes_i        (size_bytes_i[c]),
@@ -145,15 +139,14 @@ module kdma_top
 
   kdma_mem_model #(
     .NumCores        (NumCores),
-    .MaxLatencyCycles(MaxLatencyCycles),
-    .DepthLines      (KMEM_LINES),
+    .DepthLines      (KmemLines),
     .Payload         (Payload)
   ) u_mem (
     .clk_i,
     .rst_ni,
-    .latency_i,
+    .latency_i   (settings_i.latency),
     .core_rate_i (core_rate),
-    .agg_rate_i,
+    .agg_rate_i  (settings_i.agg_rate_q16),
     .arb_restart_i(accept),
     .req_valid_i (req_valid),
     .req_ready_o (req_ready),

@@ -19,6 +19,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from ane_kdma import cyclemodel as cm
 from ane_kdma import knobs
+from ane_kdma import mechanisms as mechs
 from ane_kdma.contract import Task
 from ane_kdma.hw import LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
 from kdma_tb import KdmaTB, drive_task, seed_from_env
@@ -44,35 +45,17 @@ def _lines_task(base_line: int, lines: int) -> Task:
 
 
 def _random_settings(rng: random.Random, agg_lines: int = 16) -> cm.Settings:
-    """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle,
-    the issue-rate governor ramping from a lower rate in half of them, and the demand path's
-    warm-up in half of them."""
-    rate = rng.randrange(RATE_ONE // 8, RATE_ONE + 1)
-    return cm.Settings(
-        latency=rng.randrange(1, 400),
-        window=rng.randrange(1, 300),
-        core_rate_q16=rate,
-        agg_rate_q16=rng.randrange(RATE_ONE, agg_lines * RATE_ONE),
-        **_random_ramp(rng, rate),
-        **_random_warmup(rng),
-    )
-
-
-def _random_ramp(rng: random.Random, rate: int) -> dict[str, int]:
-    if rng.random() < 0.5 or rate < 2:
-        return {}
-    return {
-        "ramp_start_q16": rng.randrange(1, rate),
-        "ramp_step_lines": rng.randrange(1, 600),
-        "ramp_inc_q16": rng.randrange(1, RATE_ONE // 4),
+    """Any run-time settings: latency 1..399, window 1..299, rates down to 1/8 line a cycle
+    drawn here; each mechanism the RTL builds (the issue-rate governor, the demand path's
+    warm-up) drawn by the registry (mechanisms.draw_settings: one generator, so a mechanism
+    built later is drawn here with no edit)."""
+    base = {
+        "latency": rng.randrange(1, 400),
+        "window": rng.randrange(1, 300),
+        "core_rate_q16": rng.randrange(RATE_ONE // 8, RATE_ONE + 1),
+        "agg_rate_q16": rng.randrange(RATE_ONE, agg_lines * RATE_ONE),
     }
-
-
-def _random_warmup(rng: random.Random) -> dict[str, int]:
-    """The demand path's warm-up: 1 to 2^15 starved lines (a lap or two) pay 1..200 cycles."""
-    if rng.random() < 0.5:
-        return {}
-    return {"dwarm_lines": rng.randint(1, 1 << 15), "dwarm_extra_cycles": rng.randint(1, 200)}
+    return cm.Settings(**base, **mechs.draw_settings(rng, base, mechs.rtl_built()))
 
 
 #: A random draw is redrawn when the model says its run would take longer than this: a

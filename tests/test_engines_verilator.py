@@ -26,12 +26,15 @@ from ane_kdma import chip as chips
 from ane_kdma import contract, knobs, runner
 from ane_kdma import cyclemodel as cm
 from ane_kdma import hypotheses as hyps
+from ane_kdma import mechanisms as mechs
 from ane_kdma.contract import Counters, Task, Workload
 from ane_kdma.engines import verilator as vb
 from ane_kdma.engines.model import counters_of
 from ane_kdma.errors import InputError
 from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, LINE_ADDR_BITS, LINE_BYTES, RATE_ONE
+from ane_kdma.mechanisms import rtl_fields
 from ane_kdma.profile import MAX_LATENCY_CYCLES
+from ane_kdma.rtl_settings import settings_words, settle_cycles, unpack_settings
 
 CHIP = chips.load()
 RING = CHIP.ring_lines
@@ -62,46 +65,35 @@ DWARM_LINES_TOP = (1 << DWARM_LINES_BITS) - 1
 DWARM_EXTRA_TOP = (1 << DWARM_EXTRA_BITS) - 1
 
 
-def _warmup(rng: random.Random) -> dict[str, int]:
-    """The demand path's warm-up in about half of the jobs: a few starved lines, a request's
-    worth, more than any request here has (so it never ends), or none with extra latency."""
-    if rng.random() < 0.35:
-        return {}
-    lines = rng.choice(
-        (rng.randint(1, 64), rng.randint(1, 4 * RING), rng.randint(3 * RING, DWARM_LINES_TOP), 0)
-    )
-    return {"dwarm_lines": lines, "dwarm_extra_cycles": rng.randint(1, 300)}
+def _warm_edges(rng: random.Random, drawn: dict[str, int]) -> dict[str, int]:
+    """The registry draws a warm-up of 1..20 000 lines; now and then it is moved to an edge
+    the RTL's field must carry: a few starved lines, more than any request here has (so it
+    never ends), or none with extra latency."""
+    if "dwarm_lines" not in drawn or rng.random() < 0.6:
+        return drawn
+    lines = rng.choice((rng.randint(1, 64), rng.randint(3 * RING, DWARM_LINES_TOP), 0))
+    return {**drawn, "dwarm_lines": lines}
 
 
 def _random_settings(rng: random.Random) -> cm.Settings:
-    """Random settings for this file's jobs, mechanisms included: the one function that
-    draws them here (the place to draw from the mechanism registry instead)."""
+    """Random settings for this file's jobs: the base drawn here, every mechanism the RTL
+    builds drawn by the registry (mechanisms.draw_settings, one generator for all), its
+    warm-up moved to a field's edge now and then."""
     if rng.random() < 0.15:
         return CHIP.settings  # the fitted profile: a stepped ramp
-    rate = rng.randrange(RATE_ONE // 8, RATE_ONE + 1)
-    ramp = {}
-    if rng.random() < 0.5:
-        ramp = {
-            "ramp_start_q16": rng.randrange(1, rate),
-            "ramp_step_lines": rng.randrange(1, 9000),
-            "ramp_inc_q16": rng.randrange(1, RATE_ONE // 4),
-        }
-    latency, window, warm = rng.randrange(1, 600), rng.randrange(1, 300), _warmup(rng)
+    base = {
+        "latency": rng.randrange(1, 600),
+        "window": rng.randrange(1, 300),
+        "core_rate_q16": rng.randrange(RATE_ONE // 8, RATE_ONE + 1),
+        "agg_rate_q16": rng.randrange(RATE_ONE // 2, 16 * RATE_ONE),
+    }
+    drawn = _warm_edges(rng, mechs.draw_settings(rng, base, mechs.rtl_built(), p=0.5))
     if rng.random() < 0.08:  # both latencies near their tops: a due time 2^13 cycles ahead
-        latency = rng.randint(MAX_LATENCY_CYCLES - 300, MAX_LATENCY_CYCLES)
-        window = rng.randint(200, 300)
-        warm = {
-            "dwarm_lines": rng.randint(1, DWARM_LINES_TOP),
-            "dwarm_extra_cycles": rng.randint(DWARM_EXTRA_TOP - 300, DWARM_EXTRA_TOP),
-        }
-    return cm.Settings(
-        latency=latency,
-        window=window,
-        core_rate_q16=rate,
-        agg_rate_q16=rng.randrange(RATE_ONE // 2, 16 * RATE_ONE),
-        **ramp,
-        **warm,
-    )
+        base["latency"] = rng.randint(MAX_LATENCY_CYCLES - 300, MAX_LATENCY_CYCLES)
+        base["window"] = rng.randint(200, 300)
+        drawn["dwarm_lines"] = rng.randint(1, DWARM_LINES_TOP)
+        drawn["dwarm_extra_cycles"] = rng.randint(DWARM_EXTRA_TOP - 300, DWARM_EXTRA_TOP)
+    return cm.Settings(**base, **drawn)
 
 
 def _lines(rng: random.Random, big: bool, starve: bool = False) -> int:
@@ -250,11 +242,18 @@ def test_a_mechanism_without_rtl_inputs_is_refused() -> None:
 
 
 def test_the_warm_up_is_driven_and_the_demand_window_refused() -> None:
-    """dwarm_* reach the harness as its last two settings; dwin_* have no RTL input."""
+    """dwarm_* reach the harness in the packed settings struct (its words, least significant
+    first, then the settle cycles, steps and mask); dwin_* have no RTL input."""
     s = replace(CHIP.settings, dwarm_lines=DWARM_LINES_TOP, dwarm_extra_cycles=DWARM_EXTRA_TOP)
     vb.check_settings(s, CHIP)
-    head = vb.job_line(s, Workload.from_size(RING * LINE_BYTES, 1)).split()
-    assert head[7:11] == [str(DWARM_LINES_TOP), str(DWARM_EXTRA_TOP), "1", "1"], head
+    head = [int(v) for v in vb.job_line(s, Workload.from_size(RING * LINE_BYTES, 1)).split()]
+    n = settings_words()
+    packed = sum(v << (32 * i) for i, v in enumerate(head[:n]))
+    assert all(0 <= v < 1 << 32 for v in head[:n]), head
+    assert unpack_settings(packed) == {f.name: getattr(s, f.name) for f in rtl_fields()}
+    assert unpack_settings(packed)["dwarm_lines"] == DWARM_LINES_TOP
+    assert unpack_settings(packed)["dwarm_extra_cycles"] == DWARM_EXTRA_TOP
+    assert head[n : n + 3] == [settle_cycles(s), 1, 1], head
     with pytest.raises(InputError, match="no input for dwin_start_lines"):
         vb.check_settings(replace(CHIP.settings, dwin_start_lines=8), CHIP)
 

@@ -1,4 +1,5 @@
-"""Formal jobs in formal/: the fix is proven; the solver finds the erratum's sizes on its own.
+"""Formal jobs in formal/: the fix and the paged reading are proven; the solver finds the
+erratum's sizes on its own.
 
 `make formal` (formal/run.sh) runs once per session, here: every sby task and
 every kdma_core .ys job, one summary line each. The tests then read what it
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from test_pkg_parity import MEMBERS, PARAMS
 
 # run.sh runs every job in turn in formal/ (sby tasks of one job share a status database
 # there): one worker runs it, and every test of the module reads its results.
@@ -30,9 +33,11 @@ pytestmark = pytest.mark.xdist_group("formal")
 
 REPO = Path(__file__).resolve().parents[1]
 FORMAL = REPO / "formal"
-# One ring turn (2^14 lines = 1 MiB) and the credit clamp (one 16 KiB page).
-RING_LINES = 0x4000
-NOTCH_LINES = 256
+# One ring turn (2^14 lines = 1 MiB) and the credit clamp (one 16 KiB page, also the
+# paged reading's page), from rtl/kdma_pkg.sv.
+RING_LINES = 1 << PARAMS["RING_BITS"]
+NOTCH_LINES = PARAMS["PREFETCH_MAX_LINES"]
+PAGE_LINES = PARAMS["PREFETCH_MAX_LINES"]
 
 
 def _tool(name: str) -> str | None:
@@ -98,7 +103,7 @@ def _expected_tasks() -> list[str]:
                 on = line.strip() == "[tasks]"
             elif on and line.split() and not line.lstrip().startswith("#"):
                 dirs.append(f"{sby_file.stem}_{line.split()[0]}")
-    return dirs + [ys.stem for ys in sorted(FORMAL.glob("*.ys"))]
+    return dirs + [ys.stem for ys in sorted(FORMAL.glob("*.ys")) if not ys.stem.endswith("_slow")]
 
 
 @dataclass(frozen=True)
@@ -154,14 +159,65 @@ def test_make_formal_runs_every_job_and_passes(formal_run: FormalRun) -> None:
 def test_every_task_is_checked_here() -> None:
     """No job of run.sh goes without its own check below (a new job needs one)."""
     here = [f"{j}_{t}" for j, t in PROOFS] + [f"{j}_{t}" for j, t, _ in COVERS]
-    here += ["core_proof_prove", "core_proof_cover"]
+    here += [*CORE_PROOFS, "core_proof_cover", "core_paged_cover"]
     assert sorted(here) == sorted(_expected_tasks())
+
+
+# ---------------------------------------------------------------------------
+# The readings the jobs run are named from the package, never as bare numbers
+# ---------------------------------------------------------------------------
+_MODE_ARG = re.compile(r"-G\s+CreditMode=(\S+)")
+_MODE_PARAM = re.compile(r"parameter\s+(\S+)\s+CreditMode\b")
+
+
+def _job_modes(pattern: str) -> dict[str, list[str]]:
+    """Every `-G CreditMode=` value of the formal/ job files matching pattern, per file."""
+    return {f.name: _MODE_ARG.findall(f.read_text()) for f in sorted(FORMAL.glob(pattern))}
+
+
+def test_jobs_name_readings_from_the_package() -> None:
+    """Each job names its reading as a kdma_pkg::credit_mode_e member, parsed from the package
+    the way test_pkg_parity does; the harnesses type the parameter as that enum, so slang
+    refuses a bare number (checked by hand: -G CreditMode=3 fails elaboration)."""
+    modes = {**_job_modes("*.sby"), **_job_modes("*.ys")}
+    assert all(modes.values()), modes  # every job names one
+    for job, values in modes.items():
+        for value in values:
+            pkg, _, member = value.partition("::")
+            assert pkg == "kdma_pkg" and member in MEMBERS, f"{job}: CreditMode={value}"
+    for harness in ("kdma_formal_ring.sv", "kdma_formal_core.sv"):
+        declared = _MODE_PARAM.findall((FORMAL / harness).read_text())
+        assert declared == ["kdma_pkg::credit_mode_e"], (harness, declared)
+
+
+def test_every_reading_has_a_job_and_the_committed_one_runs_kdma_core() -> None:
+    """The issue engine runs under every reading of the package; kdma_core runs the fix and
+    the reading the M3 profile commits to (paged), with the governor and warm-up free (the
+    paged proof is formal/core_paged_prove_slow.ys, outside make formal: formal/README.md)."""
+    ring = {v.split("::")[1] for vs in _job_modes("*.sby").values() for v in vs}
+    assert ring == set(MEMBERS), ring
+    core = {v.split("::")[1] for vs in _job_modes("*.ys").values() for v in vs}
+    assert "CreditPaged" in str(_job_modes("core_paged_prove_slow.ys")), "the paged proof"
+    assert {"CreditFixed", "CreditPaged"} <= core, core
+    proved = {v.split("::")[1] for job in CORE_PROOFS for v in _job_modes(f"{job}.ys")[f"{job}.ys"]}
+    assert "CreditFixed" in proved, proved
+
+
+def test_witness_constants_are_the_package() -> None:
+    witness = _load_witness()
+    assert witness.RING_LINES == RING_LINES
+    assert witness.PAGE_LINES == PAGE_LINES
 
 
 # ---------------------------------------------------------------------------
 # Proofs: the fix, and the exact shape of each buggy notch
 # ---------------------------------------------------------------------------
-PROOFS = [("fixed_proof", "prove"), ("literal_trace", "shape"), ("signed_trace", "shape")]
+PROOFS = [
+    ("fixed_proof", "prove"),
+    ("literal_trace", "shape"),
+    ("signed_trace", "shape"),
+    ("paged_trace", "shape"),
+]
 
 
 @pytest.mark.parametrize(("job", "task"), PROOFS)
@@ -215,6 +271,49 @@ def _fixed_completes(w) -> None:
     assert w.window == 0
 
 
+def _spec_lines_before(issued: int, c: int) -> int:
+    """Paged: the speculative lines among a task's first `issued` lines (the first c of
+    each page)."""
+    return (issued // PAGE_LINES) * c + min(issued % PAGE_LINES, c)
+
+
+def _paged_laps(w) -> None:
+    # A whole number of laps: zero credit at a page start, the speculative path off.
+    _zero_notch(w)
+    assert w.page_line == 0
+    assert not w.req_spec
+    assert w.spec_steps == 0 and w.spec_lines == 0
+
+
+def _paged_starve(w) -> None:
+    # Off the laps, inside the notch: the page's credit |x| is spent on its first |x|
+    # lines, and the next line of the page has none.
+    c = abs(w.notch_x)
+    assert w.transfer_lines % RING_LINES != 0, hex(w.transfer_lines)
+    assert 0 < c < NOTCH_LINES, hex(w.transfer_lines)
+    assert w.issued < w.transfer_lines
+    assert w.page_line >= c, (w.issued, c)
+    assert w.credit == 0 and not w.req_spec
+    assert w.spec_lines == _spec_lines_before(w.issued, c)
+    assert w.demand_lines == w.issued - w.spec_lines
+
+
+def _paged_stall(w) -> None:
+    # The same line behind a zero window, with nothing outstanding: no request.
+    _paged_starve(w)
+    assert w.window == 0
+    assert w.outstanding == 0 and not w.req_valid
+
+
+def _paged_paths(w) -> None:
+    # Both paths used and drained, split as the reading says.
+    c = min(abs(w.notch_x), NOTCH_LINES)
+    assert w.spec_lines >= 1 and w.demand_lines >= 1, w.describe()
+    assert w.spec_lines + w.demand_lines == w.issued
+    assert w.spec_lines == _spec_lines_before(w.issued, c)
+    assert w.outstanding == 0
+
+
 COVERS: list[tuple[str, str, Callable[..., None]]] = [
     ("literal_trace", "zero", _zero_notch),
     ("literal_trace", "partial", _literal_partial),
@@ -224,6 +323,10 @@ COVERS: list[tuple[str, str, Callable[..., None]]] = [
     ("signed_trace", "below", _signed_below),
     ("signed_trace", "hang", _hang),
     ("fixed_proof", "cover", _fixed_completes),
+    ("paged_trace", "laps", _paged_laps),
+    ("paged_trace", "starve", _paged_starve),
+    ("paged_trace", "stall", _paged_stall),
+    ("paged_trace", "paths", _paged_paths),
 ]
 
 
@@ -242,12 +345,20 @@ def test_cover_witness(
 # ---------------------------------------------------------------------------
 # kdma_core itself: back-to-back tasks, free memory and consumer
 # ---------------------------------------------------------------------------
-def test_core_proof(formal_run: FormalRun) -> None:
+CORE_PROOFS = ["core_proof_prove"]
+
+
+@pytest.mark.parametrize("job", CORE_PROOFS)
+def test_core_proof(formal_run: FormalRun, job: str) -> None:
     # done exactly when a task's last line is drained; only the current task's
-    # lines, in order; at most KMem lines outstanding; at most two tasks.
-    task_dir = formal_run.task_dir("core_proof_prove")
+    # lines, in order; at most KMem lines outstanding; at most two tasks; the
+    # governor and warm-up within their statements; paged: the speculative lines.
+    task_dir = formal_run.task_dir(job)
     log = (task_dir / "logfile.txt").read_text()
-    assert "Induction step proven: SUCCESS!" in log, log[-2000:]
+    builds = len(_MODE_ARG.findall((FORMAL / f"{job}.ys").read_text()))
+    assert builds >= 1
+    # every build of the script (one sat -tempinduct each) closed its induction
+    assert log.count("Induction step proven: SUCCESS!") == builds, log[-2000:]
 
 
 def test_core_cover(formal_run: FormalRun, witness: ModuleType) -> None:
@@ -260,3 +371,20 @@ def test_core_cover(formal_run: FormalRun, witness: ModuleType) -> None:
     assert all(n >= 1 for n in w.task_lines), w.task_lines
     assert w.tail_at_overlap >= 1
     assert w.dones == 2
+
+
+def test_core_paged_cover(formal_run: FormalRun, witness: ModuleType) -> None:
+    # Non-vacuity under the committed reading with the governor free: the same two
+    # tasks, a speculative line, and the ramp raising the rate, never past the core's.
+    task_dir = formal_run.task_dir("core_paged_cover")
+    assert witness.core_goal(task_dir) == "witness_gov_o"
+    w = witness.read_core_witness(task_dir, "witness_gov_o")
+    print(f"core_paged_cover: {w.describe()}")
+    assert w.reached
+    assert len(w.task_lines) == 2 and all(n >= 1 for n in w.task_lines), w.task_lines
+    assert w.tail_at_overlap >= 1
+    assert w.dones == 2
+    assert w.spec_grants >= 1
+    assert w.rate_rises >= 1
+    assert min(w.rates) < max(w.rates), w.rates
+    assert all(r > 0 for r in w.rates), w.rates

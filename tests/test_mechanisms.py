@@ -26,7 +26,7 @@ CHIP = chips.load()
 #: the settings_t members, in declaration order (the RTL round's interface)
 SETTINGS_T = (
     ("latency", 12),
-    ("window", 11),
+    ("window", 13),  # up to hw.MAX_KMEM_LINES (4096): KmemLines is a build parameter
     ("core_rate_q16", 17),
     ("agg_rate_q16", 22),
     ("ramp_start_q16", 17),

@@ -3,10 +3,11 @@
 Python cannot import the package, so the constants the host code needs are
 copied (ane_kdma.hw, the hypothesis registry's encodings and paths, the bundled
 m3 chip's geometry, the cocotb engine's build defaults, the profile's limits).
-This test parses every localparam and the credit_mode_e enum of the package,
-evaluates their expressions, and holds each copy to the value the RTL has. A
-new localparam with no entry in ``mirrors`` fails here until someone says
-where Python mirrors it (or that nothing in Python depends on it).
+This test parses every localparam, the credit_mode_e enum and the settings_t
+struct of the package, evaluates their expressions, and holds each copy to the
+value the RTL has (the struct to ane_kdma.mechanisms.rtl_fields(), member by
+member). A new localparam with no entry in ``mirrors`` fails here until someone
+says where Python mirrors it (or that nothing in Python depends on it).
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from ane_kdma import chip as chips
 from ane_kdma import hw, profile
 from ane_kdma import hypotheses as hyps
 from ane_kdma.engines import cocotb as cocotb_engine
+from ane_kdma.mechanisms import rtl_fields
+from ane_kdma.rtl_settings import pack_settings, settings_bits, unpack_settings
 
 REPO = Path(__file__).resolve().parents[1]
 PKG_PATH = REPO / "rtl" / "kdma_pkg.sv"
 
 _LOCALPARAM = re.compile(r"localparam\s+(?:int|logic\s*\[([^\]]*)\])\s+(\w+)\s*=\s*([^;]+);")
 _ENUM = re.compile(r"typedef\s+enum\s+logic\s*\[([^\]]*)\]\s*\{(.*?)\}\s*(\w+)\s*;", re.S)
+_STRUCT = re.compile(r"typedef\s+struct\s+packed\s*\{(.*?)\}\s*(\w+)\s*;", re.S)
+_MEMBER = re.compile(r"logic\s*\[([^\]]*)\]\s*(\w+)\s*;")
 _SIZED = re.compile(r"\b(\d+)'([dhb])([0-9a-fA-F_]+)")
 _CAST = re.compile(r"(\b\w+)'\(")
 _ALLOWED = (
@@ -111,6 +116,27 @@ def _parse(text: str) -> tuple[dict[str, int], dict[str, int], int]:
 PARAMS, MEMBERS, MODE_WIDTH = _parse(PKG_PATH.read_text())
 
 
+def _parse_structs(text: str, params: dict[str, int]) -> dict[str, list[tuple[str, int]]]:
+    """Each packed struct of the package: its members' (name, width), first declared first."""
+    text = re.sub(r"//[^\n]*", "", text)
+    out: dict[str, list[tuple[str, int]]] = {}
+    for m in _STRUCT.finditer(text):
+        members = []
+        body = m.group(1)
+        for member in _MEMBER.finditer(body):
+            hi, lo = (_eval(x, params) for x in member.group(1).split(":"))
+            assert lo == 0 and hi >= 0, member.group(0)
+            members.append((member.group(2), hi + 1))
+        # every declaration in the body was read (none in a form the pattern misses)
+        assert len(members) == body.count(";"), m.group(2)
+        out[m.group(2)] = members
+    assert len(out) == len(re.findall(r"\btypedef\s+struct\b", text))
+    return out
+
+
+STRUCTS = _parse_structs(PKG_PATH.read_text(), PARAMS)
+
+
 def _spec_path_codes() -> set[int]:
     mask = PARAMS["CREDIT_SPEC_PATH"]
     return {code for code in range(PARAMS["CREDIT_MODES"]) if mask >> code & 1}
@@ -138,8 +164,22 @@ MIRRORS: dict[str, Callable[[], list[int]]] = {
     "LINE_WORD_MUL": lambda: [hw.LINE_WORD_MUL],
     "RATE_FRAC_BITS": lambda: [hw.RATE_FRAC_BITS],
     "RATE_ONE": lambda: [hw.RATE_ONE],
+    # a per-core rate holds 1.0 (the profile's largest core rate and ramp values)
+    "RATE_BITS": lambda: [hw.RATE_BITS, hw.RATE_ONE.bit_length()],
+    "AGG_RATE_BITS": lambda: [hw.AGG_RATE_BITS],
+    # the profile's (and so every chip's) largest aggregate ceiling
+    "AGG_RATE_MAX_Q16": lambda: [hw.AGG_RATE_MAX_Q16, profile.AGG_RATE_MAX_Q16],
+    # the cycle counters: the batch harness gets the width from hw (a -D define)
+    "CYCLE_BITS": lambda: [hw.CYCLE_BITS],
+    # the latency setting: the profile's (and the warm-ups') largest latency
+    "LATENCY_BITS": lambda: [hw.LATENCY_BITS, profile.MAX_LATENCY_CYCLES.bit_length()],
+    "MAX_LATENCY_CYCLES": lambda: [hw.MAX_LATENCY_CYCLES, profile.MAX_LATENCY_CYCLES],
+    # the largest KMem a build may have: the chip loader's bound, and the window's width
+    "KMEM_MAX_BITS": lambda: [hw.KMEM_MAX_BITS],
+    "MAX_KMEM_LINES": lambda: [hw.MAX_KMEM_LINES, chips.MAX_KMEM_LINES],
+    "WINDOW_BITS": lambda: [hw.WINDOW_BITS, chips.MAX_KMEM_LINES.bit_length()],
     # the governor's step counter: the profile's largest ramp step
-    "RAMP_STEP_BITS": lambda: [profile.MAX_RAMP_STEP_LINES.bit_length()],
+    "RAMP_STEP_BITS": lambda: [hw.RAMP_STEP_BITS, profile.MAX_RAMP_STEP_LINES.bit_length()],
     # the demand path's warm-up: the starved-line counter holds the profile's longest
     # warm-up, and the extra-latency port its largest extra (the latency's own range)
     "DWARM_LINES_BITS": lambda: [hw.DWARM_LINES_BITS, profile.MAX_WARM_LINES.bit_length()],
@@ -217,3 +257,57 @@ def test_the_parser_reads_what_it_claims() -> None:
         "localparam logic [3:0] M = 4'(1) << Bb;\n"
     )
     assert params == {"W": 2, "M": 4} and members == {"Aa": 0, "Bb": 2} and width == 2
+
+
+def test_the_settings_struct_is_the_field_table() -> None:
+    """kdma_pkg::settings_t has one member per rtl_fields() entry, named and sized as there,
+    in the same order (the first most significant): the one table Python packs it from."""
+    assert list(STRUCTS) == ["settings_t"]
+    assert STRUCTS["settings_t"] == [(f.name, f.rtl_bits) for f in rtl_fields()]
+    assert settings_bits() == sum(w for _, w in STRUCTS["settings_t"])
+
+
+def test_the_packed_settings_put_each_field_where_the_struct_has_it() -> None:
+    """Each field at the struct's offset for it (members declared first are the high bits),
+    distinct values so that a swap or a shift shows; a value too wide is refused."""
+    chip = chips.load("m3")
+    values = {
+        "latency": 0xABC,
+        "window": 0x1ABC,
+        "core_rate_q16": 0x10000,
+        "agg_rate_q16": 0x3E_FFFF,
+        "ramp_start_q16": 0x8001,
+        "ramp_step_lines": 0xABCDE,
+        "ramp_inc_q16": 0x10000,
+        "dwarm_lines": 0xFEDCB,
+        "dwarm_extra_cycles": 0x9A5,
+    }
+    assert set(values) == {f.name for f in rtl_fields()}
+    s = profile.Settings(**values)
+    word = pack_settings(s)
+    lo = settings_bits()
+    for name, width in STRUCTS["settings_t"]:
+        lo -= width
+        assert (word >> lo) & ((1 << width) - 1) == getattr(s, name), name
+    assert lo == 0 and word >> settings_bits() == 0
+    assert unpack_settings(word) == {f.name: getattr(s, f.name) for f in rtl_fields()}
+    assert unpack_settings(pack_settings(chip.settings))["window"] == chip.settings.window
+    with pytest.raises(ValueError, match="does not fit"):
+        pack_settings(profile.Settings(**{**values, "window": 1 << hw.WINDOW_BITS}))
+    assert {f.name: f.rtl_bits for f in rtl_fields()}["window"] == hw.WINDOW_BITS
+
+
+def test_the_constants_are_spelled_only_in_the_package() -> None:
+    """No RTL module or top spells the latency limit, a rate width or a counter width of its
+    own: each is a kdma_pkg localparam (MAX_LATENCY_CYCLES, RATE_BITS, AGG_RATE_BITS,
+    CYCLE_BITS) that this test holds Python to."""
+    files = [p for p in (REPO / "rtl").glob("*.sv") if p.name != "kdma_pkg.sv"]
+    files += [REPO / "python" / "ane_kdma" / "harness" / "kdma_batch_top.sv"]
+    files += [REPO / "tb" / "hdl" / "kdma_tb_top.sv"]
+    for path in files:
+        text = re.sub(r"//[^\n]*", "", path.read_text())
+        assert "4095" not in text, path.name
+        assert not re.search(r"RATE_FRAC_BITS\s*(?:\+\s*\d+\s*)?[:\]]", text), path.name
+        assert "MaxLatencyCycles" not in text, path.name
+        if path.parent.name == "rtl":
+            assert "[31:0]" not in text, path.name

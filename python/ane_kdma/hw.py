@@ -18,8 +18,25 @@ LINE_ADDR_BITS = ADDR_BITS - LINE_SHIFT
 LINE_ADDR_MASK = (1 << LINE_ADDR_BITS) - 1
 COUNT_BITS = 32
 COUNT_MASK = (1 << COUNT_BITS) - 1
+#: the cycle counters (busy, zero-credit) are this wide
+CYCLE_BITS = 32
 RATE_FRAC_BITS = 16
 RATE_ONE = 1 << RATE_FRAC_BITS
+#: a per-core rate (and the governor's start and increment), up to one line a cycle
+RATE_BITS = RATE_FRAC_BITS + 1
+#: the aggregate ceiling, and its largest value (kdma_mem_model adds it to a one-line bank)
+AGG_RATE_BITS = RATE_FRAC_BITS + 6
+AGG_RATE_MAX_Q16 = (1 << AGG_RATE_BITS) - 1 - RATE_ONE
+#: the latency setting
+LATENCY_BITS = 12
+MAX_LATENCY_CYCLES = (1 << LATENCY_BITS) - 1
+#: a build's KMem (kdma_top's KmemLines) is a power of two up to this many lines, and the
+#: demand window setting holds 0..MAX_KMEM_LINES
+KMEM_MAX_BITS = 12
+MAX_KMEM_LINES = 1 << KMEM_MAX_BITS
+WINDOW_BITS = KMEM_MAX_BITS + 1
+#: the governor's step counter
+RAMP_STEP_BITS = 20
 MAX_CORES = 16  # kdma_top takes 1..16 cores (NumCores); a chip may have fewer, never more
 #: kdma_pkg::credit_mode_e is coded in this many bits (room for eight readings)
 CREDIT_MODE_BITS = 3

@@ -35,11 +35,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ane_kdma.errors import InputError
-from ane_kdma.hw import DWARM_EXTRA_BITS, DWARM_LINES_BITS, RATE_FRAC_BITS, RATE_ONE
+from ane_kdma.hw import (
+    AGG_RATE_BITS,
+    AGG_RATE_MAX_Q16,
+    DWARM_EXTRA_BITS,
+    DWARM_LINES_BITS,
+    LATENCY_BITS,
+    MAX_LATENCY_CYCLES,
+    RAMP_STEP_BITS,
+    RATE_BITS,
+    RATE_ONE,
+    WINDOW_BITS,
+)
 
-MAX_LATENCY_CYCLES = 4095  # kdma_top MaxLatencyCycles
-AGG_RATE_MAX_Q16 = (1 << 22) - 1 - RATE_ONE  # kdma_mem_model adds it to a one-line bank in 22 bits
-MAX_RAMP_STEP_LINES = (1 << 20) - 1  # the governor's step counter is 20 bits
+MAX_RAMP_STEP_LINES = (1 << RAMP_STEP_BITS) - 1  # the governor's step counter
 MAX_WARM_LINES = (1 << 20) - 1
 MAX_TASK_GAP_CYCLES = (1 << 16) - 1
 MAX_DWIN_STEP_LINES = (1 << 20) - 1  # the demand window's step counter is 20 bits
@@ -218,25 +227,22 @@ class Mechanism:
 
 #: the always-on inputs (not a mechanism: every profile has them), in settings_t order
 BASE: tuple[Input, ...] = (
-    Input("latency", 1, MAX_LATENCY_CYCLES, 1, 12, "latency (cycles)"),  # $clog2(4095 + 1)
-    Input("window", 1, MAX_WINDOW_LINES, 1, 11, "demand window (lines)"),  # $clog2(1024 + 1)
-    Input(
-        "core_rate_q16", 1, RATE_ONE, RATE_ONE, RATE_FRAC_BITS + 1, "core rate (Q.16 lines/cycle)"
-    ),
-    Input("agg_rate_q16", 1, AGG_RATE_MAX_Q16, 1, RATE_FRAC_BITS + 6, "aggregate rate (Q.16)"),
+    Input("latency", 1, MAX_LATENCY_CYCLES, 1, LATENCY_BITS, "latency (cycles)"),
+    # wide enough for the largest KMem a build may have (hw.MAX_KMEM_LINES)
+    Input("window", 1, MAX_WINDOW_LINES, 1, WINDOW_BITS, "demand window (lines)"),
+    Input("core_rate_q16", 1, RATE_ONE, RATE_ONE, RATE_BITS, "core rate (Q.16 lines/cycle)"),
+    Input("agg_rate_q16", 1, AGG_RATE_MAX_Q16, 1, AGG_RATE_BITS, "aggregate rate (Q.16)"),
 )
 
 _RAMP = (
-    Input(
-        "ramp_start_q16", 0, RATE_ONE, 0, RATE_FRAC_BITS + 1, "ramp start (Q.16 lines/cycle)", True
-    ),
-    Input("ramp_step_lines", 1, MAX_RAMP_STEP_LINES, 1, 20, "ramp step (lines)", True),
+    Input("ramp_start_q16", 0, RATE_ONE, 0, RATE_BITS, "ramp start (Q.16 lines/cycle)", True),
+    Input("ramp_step_lines", 1, MAX_RAMP_STEP_LINES, 1, RAMP_STEP_BITS, "ramp step (lines)", True),
     Input(
         "ramp_inc_q16",
         0,
         RATE_ONE,
         0,
-        RATE_FRAC_BITS + 1,
+        RATE_BITS,
         "ramp increment (Q.16 lines/cycle)",
         True,
     ),
@@ -532,6 +538,12 @@ def owner(name: str) -> Mechanism:
 def off_values() -> dict[str, int]:
     """Every mechanism input at its off value."""
     return {i.name: i.off for i in inputs()}
+
+
+def rtl_built() -> tuple[str, ...]:
+    """The mechanisms built in rtl/ (each input a settings_t member), in registry order: the
+    ones a testbench may draw (:func:`draw_settings`) for the RTL."""
+    return tuple(m.name for m in REGISTRY if m.in_rtl)
 
 
 def rtl_fields() -> tuple[Field, ...]:

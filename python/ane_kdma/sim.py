@@ -103,6 +103,7 @@ def simulator_args(sim: str, waves: bool) -> list[str]:
             "-CFLAGS",
             "-fcoroutines",
             "-Wno-fatal",
+            "-Werror-USERFATAL",  # a parameter the RTL refuses at elaboration stops the build
             "-O3",
             "--x-assign",
             "fast",

@@ -8,17 +8,19 @@
 
 `default_nettype none
 
-module kdma_tb_top #(
+module kdma_tb_top
+  import kdma_pkg::*;  // in the header: the settings port's type (Icarus 11 cannot take kdma_pkg::settings_t)
+#(
   // Number of cores.
   parameter int NumCores = 1,
   // Credit arithmetic (kdma_pkg::credit_mode_e encoding).
-  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
+  parameter logic [CREDIT_MODE_BITS-1:0] CreditMode = CreditFixed,
   // Width of the prefetch ring pointers, in lines (a chip's ring_bits).
-  parameter int RingBits = kdma_pkg::RING_BITS,
+  parameter int RingBits = RING_BITS,
   // Clamp on the look-ahead credit, in lines (a chip's prefetch_max_lines).
-  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
-  // Largest memory latency, cycles.
-  parameter int MaxLatencyCycles = 4095,
+  parameter int PrefetchMaxLines = PREFETCH_MAX_LINES,
+  // KMem of every core, in lines (a chip's kmem_lines).
+  parameter int KmemLines = KMEM_LINES,
   // Half clock period in simulation time units (the clock runs in HDL so
   // that Python never sits on the per-cycle path).
   parameter int HalfPeriod = 5
@@ -26,16 +28,8 @@ module kdma_tb_top #(
   output logic clk_o,
   input  logic rst_ni,
 
-  // ---- Run-time settings ----
-  input  logic [$clog2(MaxLatencyCycles+1)-1:0]  latency_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      core_rate_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]    agg_rate_i,
-  input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0] window_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_start_i,  // issue-rate governor (0: off)
-  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]    ramp_step_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]      ramp_inc_i,
-  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]  dwarm_lines_i, // demand path's warm-up (0: off)
-  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]  dwarm_extra_i,
+  // ---- Run-time settings (kdma_pkg::settings_t; ane_kdma.rtl_settings packs it) ----
+  input  settings_t                              settings_i,
 
   // ---- Task ----
   input  logic                                         start_i,
@@ -45,16 +39,16 @@ module kdma_tb_top #(
   output logic                                         ready_o,
   output logic                                         idle_o,
   output logic                                         done_o,
-  output logic [31:0]                                  cycles_o,
+  output logic [CYCLE_BITS-1:0]                        cycles_o,
 
   // ---- Per-core status and counters (kdma_top's, passed through) ----
   output logic [NumCores-1:0]                                      core_done_o,
   output logic [NumCores-1:0]                                      unaligned_o,
   output logic [NumCores-1:0]                                      partial_o,
   output logic [NumCores-1:0]                                      wrap_o,
-  output logic [NumCores-1:0][31:0]                                core_cycles_o,
-  output logic [NumCores-1:0][31:0]                                zero_credit_cycles_o,
-  output logic [NumCores-1:0][$clog2(kdma_pkg::KMEM_LINES+1)-1:0] peak_inflight_o,
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]                      core_cycles_o,
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]                      zero_credit_cycles_o,
+  output logic [NumCores-1:0][$clog2(KmemLines+1)-1:0]             peak_inflight_o,
   output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]            issued_lines_o,
   output logic [NumCores-1:0][kdma_pkg::COUNT_BITS-1:0]            consumed_lines_o,
 
@@ -75,8 +69,6 @@ module kdma_tb_top #(
   output logic [31:0]               chk_act_word_o,
   output logic [NumCores-1:0][31:0] chk_count_o       // lines drained per core since idle
 );
-
-  import kdma_pkg::*;
 
   localparam logic [15:0] LfsrTaps = 16'hB400;
 
@@ -99,19 +91,11 @@ module kdma_tb_top #(
     .CreditMode      (CreditMode),
     .RingBits        (RingBits),
     .PrefetchMaxLines(PrefetchMaxLines),
-    .MaxLatencyCycles(MaxLatencyCycles)
+    .KmemLines       (KmemLines)
   ) u_top (
     .clk_i,
     .rst_ni,
-    .latency_i,
-    .core_rate_i,
-    .agg_rate_i,
-    .window_i,
-    .ramp_start_i,
-    .ramp_step_i,
-    .ramp_inc_i,
-    .dwarm_lines_i,
-    .dwarm_extra_i,
+    .settings_i,
     .start_i,
     .core_en_i,
     .base_addr_i,

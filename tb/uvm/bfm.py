@@ -30,6 +30,7 @@ from cocotb.triggers import (
 
 from ane_kdma import cyclemodel as cm
 from ane_kdma.hw import LINE_ADDR_BITS, LINE_ADDR_MASK
+from ane_kdma.rtl_settings import unpack_settings
 from kdma_tb import (
     COUNTER_PORTS,
     Build,
@@ -248,17 +249,9 @@ class KdmaBfm:
         fresh = bool(_u(d.idle_o))
         thr = _u(d.bp_threshold_i)
         bp = cm.Backpressure(_u(d.bp_seed_i), thr) if thr else None
-        settings = cm.Settings(
-            latency=_u(d.latency_i),
-            window=_u(d.window_i),
-            core_rate_q16=_u(d.core_rate_i),
-            agg_rate_q16=_u(d.agg_rate_i),
-            ramp_start_q16=_u(d.ramp_start_i),
-            ramp_step_lines=max(1, _u(d.ramp_step_i)),
-            ramp_inc_q16=_u(d.ramp_inc_i),
-            dwarm_lines=_u(d.dwarm_lines_i),
-            dwarm_extra_cycles=_u(d.dwarm_extra_i),
-        )
+        driven = unpack_settings(_u(d.settings_i))  # the struct's fields, by name
+        driven["ramp_step_lines"] = max(1, driven["ramp_step_lines"])  # 0 acts as 1
+        settings = cm.Settings(**driven)
         if fresh:
             self._run_open = True
             self._sampling = self._line_check_next

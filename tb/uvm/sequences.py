@@ -123,27 +123,16 @@ class KdmaSeq(uvm_sequence):
         return KdmaTaskItem(self.get_name(), hyp=ctx.hyp, cores=cores, **kw)
 
 
-def warmed(
+def _boundary(
     s: cm.Settings,
     lines: int,
     hyp: Hypothesis,
     geometry: Geometry,
     backpressure: cm.Backpressure | None,
-) -> cm.Settings:
-    """`s` with the demand path's warm-up on: its length and extra latency (1..97 cycles)
-    follow from the size and the cycle model, so the run's random stream is not drawn.
-
-    The length is chosen so that the warm-up's last line decides the counters: a starved
-    stream goes out in waves of `window` lines, each wave waiting for the one before it to
-    drain, and one line more under the warm-up changes the run only where that line ends a
-    wave (the next wave then pays the extra latency whole); off a wave's end the shift is lost
-    in the in-order drain. So the length is a whole number of windows (about 1..13 000
-    starved lines), the first of a few such lengths at which the cycle model, run on this
-    transfer and back-pressure, gives different counters for one line more. Without that, a
-    one-line error in the warm-up's length went unseen on the signed reading (starved only at a
-    whole number of laps, every line of the transfer) whatever length the plan drew.
-    """
-    extra = 1 + lines % 97
+    extra: int,
+) -> int | None:
+    """The first of a few warm-up lengths (whole windows) at which one line more changes the
+    cycle model's counters on this transfer under this back-pressure; None if none does."""
     first = s.window * -(-(1 + lines % 997 * 13) // s.window)
     job = [[(0, lines)]]
     for length in range(first, first + 8 * s.window, s.window):
@@ -160,8 +149,48 @@ def warmed(
             for n in (length, length + 1)
         )
         if a != b:
-            return replace(s, dwarm_lines=length, dwarm_extra_cycles=extra)
-    return replace(s, dwarm_lines=first, dwarm_extra_cycles=extra)
+            return length
+    return None
+
+
+def warmed(
+    s: cm.Settings,
+    lines: int,
+    hyp: Hypothesis,
+    geometry: Geometry,
+    backpressure: cm.Backpressure | None,
+) -> tuple[cm.Settings, cm.Backpressure | None]:
+    """`s` with the demand path's warm-up on, and the back-pressure to run it under: the
+    warm-up's length and extra latency (1..97 cycles) follow from the size and the cycle
+    model, so the run's random stream is not drawn.
+
+    The length is chosen so that the warm-up's last line decides the counters: a starved
+    stream goes out in waves of `window` lines, each wave waiting for the one before it to
+    drain, and one line more under the warm-up changes the run only where that line ends a
+    wave (the next wave then pays the extra latency whole); off a wave's end the shift is lost
+    in the in-order drain. So the length is a whole number of windows (about 1..13 000
+    starved lines), the first of a few such lengths at which the cycle model, run on this
+    transfer and back-pressure, gives different counters for one line more. Without that, a
+    one-line error in the warm-up's length went unseen on the signed reading (starved only at a
+    whole number of laps, every line of the transfer) whatever length the plan drew.
+
+    Heavy back-pressure can hide every such boundary: when the memory port refuses most
+    cycles, the port, not the window's waves, paces the starved stream, and one line more
+    under the warm-up is lost in it (seed 1 on Icarus drew such a back-pressure for the one
+    starved transfer of its plan, and a one-line error in the warm-up's length survived). A
+    transfer with a boundary without back-pressure, and none under the drawn one, runs
+    without it; back-pressure stays on every other transfer.
+    """
+    extra = 1 + lines % 97
+    first = s.window * -(-(1 + lines % 997 * 13) // s.window)
+    length = _boundary(s, lines, hyp, geometry, backpressure, extra)
+    if length is None and backpressure is not None:
+        length = _boundary(s, lines, hyp, geometry, None, extra)
+        if length is not None:
+            backpressure = None
+    if length is None:
+        length = first
+    return replace(s, dwarm_lines=length, dwarm_extra_cycles=extra), backpressure
 
 
 class NotchSeq(KdmaSeq):
@@ -200,11 +229,9 @@ class NotchSeq(KdmaSeq):
             lines = k * self.ctx.ring_lines + x
             bp = self.ctx.backpressure(lines, p=0.25)
             ctx = self.ctx
-            kw = (
-                {"settings": warmed(ctx.chip_settings, lines, ctx.hyp, ctx.geometry, bp)}
-                if k and abs(x) < 32
-                else {}
-            )
+            kw = {}
+            if k and abs(x) < 32:
+                kw["settings"], bp = warmed(ctx.chip_settings, lines, ctx.hyp, ctx.geometry, bp)
             await self.send(self.task(lines, backpressure=bp, **kw))
 
 

@@ -19,23 +19,45 @@ from pathlib import Path
 
 from ane_kdma import progress
 from ane_kdma.chip import Chip
-from ane_kdma.contract import CoreCounters, Counters, Result, Workload
+from ane_kdma.contract import CoreCounters, Counters, Result, Task, Workload
 from ane_kdma.errors import InputError
-from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hw import ADDR_BITS, LINE_ADDR_BITS, LINE_BYTES
 from ane_kdma.hypotheses import Hypothesis
-
-PKG_KMEM_LINES = 1024  # kdma_pkg::KMEM_LINES: not a parameter of kdma_tb_top
 
 
 def check_chip(chip: Chip) -> None:
-    """The RTL is built for the package's line size and KMem; refuse a chip it cannot be."""
-    g = chip.geometry
-    if g.line_bytes != LINE_BYTES or g.kmem_lines != PKG_KMEM_LINES:
+    """The geometry is a build parameter, and the line size is mapped (:func:`rtl_workload`);
+    the one geometry the chip loader takes and the RTL cannot be is a one-line prefetch clamp
+    (kdma_credit's page index would be 0 bits wide: Icarus refuses the part-select)."""
+    if chip.geometry.prefetch_max_lines < 2:
         raise InputError(
-            f"chip {chip.name}: the RTL is built for {LINE_BYTES}-byte lines and "
-            f"{PKG_KMEM_LINES}-line KMem (chip has {g.line_bytes} and {g.kmem_lines}); "
-            "use --engine model"
+            f"chip {chip.name}: the RTL is built for a prefetch clamp of at least 2 lines "
+            f"(chip has {chip.geometry.prefetch_max_lines}); use --engine model"
         )
+
+
+def rtl_workload(chip: Chip, workload: Workload) -> Workload:
+    """`workload` in the RTL's 64-byte lines, one line for one: each task's first line and
+    line count in the chip's lines become the same first line (mod the RTL's 2^26-line space)
+    and count of 64-byte lines. The counters count lines and cycles, so they are the chip's;
+    only the address-derived flags and the test data differ, and the engines read neither."""
+    lb = chip.geometry.line_bytes
+    if lb == LINE_BYTES:
+        return workload
+
+    def task(t: Task) -> Task:
+        lines = t.lines_of(lb)
+        if lines * LINE_BYTES >= 1 << ADDR_BITS:
+            raise InputError(
+                f"a task of {lines} {lb}-byte lines is more than the RTL's 32-bit byte count "
+                f"holds in {LINE_BYTES}-byte lines; use --engine model"
+            )
+        return Task((t.base_line_of(lb) % (1 << LINE_ADDR_BITS)) * LINE_BYTES, lines * LINE_BYTES)
+
+    return Workload(
+        tuple(None if seq is None else tuple(task(t) for t in seq) for seq in workload.cores),
+        workload.label,
+    )
 
 
 def job_document(chip: Chip, workloads: Sequence[Workload]) -> dict[str, object]:
@@ -48,12 +70,14 @@ def job_document(chip: Chip, workloads: Sequence[Workload]) -> dict[str, object]
     }
 
 
-PKG_RING_BITS = 14  # kdma_pkg::RING_BITS and PREFETCH_MAX_LINES, the builds' defaults
+PKG_RING_BITS = 14  # kdma_pkg::RING_BITS, PREFETCH_MAX_LINES and KMEM_LINES: the builds' defaults
 PKG_PREFETCH_MAX_LINES = 256
+PKG_KMEM_LINES = 1024
 
 
 def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, int]:
-    """Build parameters; the ring width and clamp only where the chip differs from the package."""
+    """Build parameters; the ring width, clamp and KMem only where the chip differs from the
+    package (the m3's builds run the top's defaults)."""
     if hypothesis.encoding is None:
         raise InputError(f"hypothesis {hypothesis.name} has no RTL encoding")
     params = {"CreditMode": hypothesis.encoding, "NumCores": cores}
@@ -61,6 +85,8 @@ def build_params(hypothesis: Hypothesis, chip: Chip, cores: int) -> dict[str, in
         params["RingBits"] = chip.geometry.ring_bits
     if chip.geometry.prefetch_max_lines != PKG_PREFETCH_MAX_LINES:
         params["PrefetchMaxLines"] = chip.geometry.prefetch_max_lines
+    if chip.geometry.kmem_lines != PKG_KMEM_LINES:
+        params["KmemLines"] = chip.geometry.kmem_lines
     return params
 
 
@@ -100,7 +126,9 @@ class CocotbEngine:
             )
             with tempfile.TemporaryDirectory(prefix="ane-kdma-") as tmp:
                 job, res = Path(tmp) / "job.json", Path(tmp) / "out.json"
-                job.write_text(json.dumps(job_document(chip, batch)))
+                job.write_text(
+                    json.dumps(job_document(chip, [rtl_workload(chip, w) for w in batch]))
+                )
                 run(
                     sim,
                     "kdma_tb_top",

@@ -34,19 +34,25 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from ane_kdma import progress
 from ane_kdma.chip import Chip
 from ane_kdma.contract import CoreCounters, Counters, Result, Workload
-from ane_kdma.engines.cocotb import build_params, check_chip
+from ane_kdma.engines.cocotb import build_params, check_chip, rtl_workload
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import locked
-from ane_kdma.hw import LINE_BYTES
+from ane_kdma.hw import CYCLE_BITS, LINE_BYTES
 from ane_kdma.hypotheses import Hypothesis
-from ane_kdma.mechanisms import rtl_names
-from ane_kdma.profile import MAX_LATENCY_CYCLES, Settings
+from ane_kdma.profile import Settings
+from ane_kdma.rtl_settings import (
+    check_rtl_settings,
+    pack_settings,
+    settings_bits,
+    settings_words,
+    settle_cycles,
+)
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness" / "kdma_batch.cpp"
 #: kdma_top with its run-time settings registered (see the file): the counters-only top
@@ -54,8 +60,6 @@ WRAPPER = HARNESS.parent / "kdma_batch_top.sv"
 EXE = "kdma_batch"
 TOP = "kdma_top"
 BATCH_TOP = "kdma_batch_top"
-#: the settings kdma_top has inputs for, in the order the harness reads them
-DRIVEN = rtl_names()
 VERILATOR_ARGS = (
     "--cc",
     "--exe",
@@ -66,6 +70,7 @@ VERILATOR_ARGS = (
     "--x-initial",
     "fast",
     "-Wno-fatal",
+    "-Werror-USERFATAL",  # a parameter the RTL refuses at elaboration stops the build
     "--assert",  # the RTL's immediate assertions stay live, as under cocotb
 )
 CXXFLAGS = "-O2"
@@ -243,6 +248,8 @@ def build(hypothesis: Hypothesis, chip: Chip, cores: int, payload: bool = False)
         "PEAK_BITS": _peak_bits(chip),
         "KMEM_READY_PORT": int(payload),
         "REGISTERED_TASK": int(not payload),  # kdma_batch_top: the task one edge early
+        "SETTINGS_BITS": settings_bits(),
+        "CYCLE_BITS": CYCLE_BITS,
     }
     slug = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
     root = cache_root()
@@ -341,21 +348,16 @@ def _first_error(log: str) -> str:
 
 
 def check_settings(s: Settings, chip: Chip) -> None:
-    """kdma_top has inputs for these settings only; refuse a mechanism it does not build."""
-    for f in fields(s):
-        if f.name not in DRIVEN and getattr(s, f.name) != f.default:
-            raise InputError(
-                f"the RTL has no input for {f.name}={getattr(s, f.name)}: use --engine model"
-            )
-    if s.latency > MAX_LATENCY_CYCLES:
-        raise InputError(f"latency {s.latency} above the RTL's {MAX_LATENCY_CYCLES}")
-    s.check(chip.geometry.kmem_lines)
+    """kdma_top has inputs for the settings struct's fields only (ane_kdma.rtl_settings)."""
+    check_rtl_settings(s, chip.geometry.kmem_lines)
 
 
 def job_line(s: Settings, workload: Workload) -> str:
     """One workload in the harness's input format (see harness/kdma_batch.cpp)."""
     mask = sum(1 << c for c in workload.enabled)
-    head = [getattr(s, name) for name in DRIVEN] + [workload.steps, mask]
+    packed = pack_settings(s)
+    words = [(packed >> (32 * i)) & 0xFFFF_FFFF for i in range(settings_words())]
+    head = [*words, settle_cycles(s), workload.steps, mask]
     body = [
         v
         for seq in workload.cores
@@ -462,7 +464,7 @@ class VerilatorEngine:
         for cores, idx in _by_cores(workloads).items():
             exe = build(hypothesis, chip, cores, self.payload)
             batch = [workloads[i] for i in idx]
-            got = run_jobs(exe, [(s, w) for w in batch], cores, self.progress)
+            got = run_jobs(exe, [(s, rtl_workload(chip, w)) for w in batch], cores, self.progress)
             for i, w, c in zip(idx, batch, got, strict=True):
                 out[i] = Result.make(self.name, hypothesis, chip, w, c, True)
         return [out[i] for i in range(len(workloads))]
@@ -480,7 +482,7 @@ class VerilatorEngine:
         out: dict[int, Counters] = {}
         for cores, idx in _by_cores([w for _, w in jobs]).items():
             exe = build(hypothesis, chip, cores, self.payload)
-            got = run_jobs(exe, [jobs[i] for i in idx], cores)
+            got = run_jobs(exe, [(jobs[i][0], rtl_workload(chip, jobs[i][1])) for i in idx], cores)
             out.update(zip(idx, got, strict=True))
         return [out[i] for i in range(len(jobs))]
 

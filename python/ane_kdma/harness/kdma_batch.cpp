@@ -19,8 +19,10 @@
 // kdma_top sees the same tasks on the same cycles as with the inputs direct.
 //
 // stdin, one workload per line (whitespace separated):
-//   latency window core_rate agg_rate ramp_start ramp_step ramp_inc dwarm_lines dwarm_extra
-//   steps mask
+//   SETTINGS_WORDS 32-bit words of the packed kdma_pkg::settings_t, least significant
+//   first (ane_kdma.rtl_settings packs it from the one field table; the harness writes
+//   it as it comes, and names no setting), then settle (idle cycles before the workload:
+//   every token bucket full, at least three), steps, mask,
 //   then, for each core in mask (lowest first), steps x (base_addr size_bytes)
 // stdout, one line per workload:
 //   span, then per core "-" (disabled) or "cycles zero_credit_cycles peak_inflight"
@@ -44,8 +46,9 @@
 namespace {
 
 constexpr int kCores = NUM_CORES;
-constexpr uint64_t kRateOne = 1u << 16;
-constexpr uint64_t kMaxCycles = 1ull << 32;  // the RTL's counters are 32 bits
+constexpr int kSettingsBits = SETTINGS_BITS;  // $bits(kdma_pkg::settings_t)
+constexpr int kSettingsWords = (kSettingsBits + 31) / 32;
+constexpr uint64_t kMaxCycles = 1ull << CYCLE_BITS;  // the RTL's cycle counters
 
 [[noreturn]] void die(const std::string& why) {
   std::fprintf(stderr, "error: %s\n", why.c_str());
@@ -128,16 +131,11 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The packed settings struct, as 32-bit words (least significant first), and the idle
+// cycles to settle before a workload.
 struct Settings {
-  uint64_t latency = 0, window = 0, core_rate = 0, agg_rate = 0;
-  uint64_t ramp_start = 0, ramp_step = 0, ramp_inc = 0;
-  uint64_t dwarm_lines = 0, dwarm_extra = 0;
-  bool operator==(const Settings& o) const {
-    return latency == o.latency && window == o.window && core_rate == o.core_rate &&
-           agg_rate == o.agg_rate && ramp_start == o.ramp_start && ramp_step == o.ramp_step &&
-           ramp_inc == o.ramp_inc && dwarm_lines == o.dwarm_lines &&
-           dwarm_extra == o.dwarm_extra;
-  }
+  uint32_t words[kSettingsWords] = {};
+  uint64_t settle = 0;
 };
 
 class Harness {
@@ -200,15 +198,10 @@ class Harness {
   }
 
   void apply(const Settings& s) {
-    top_->latency_i = s.latency;
-    top_->window_i = s.window;
-    top_->core_rate_i = s.core_rate;
-    top_->agg_rate_i = s.agg_rate;
-    top_->ramp_start_i = s.ramp_start;
-    top_->ramp_step_i = s.ramp_step;
-    top_->ramp_inc_i = s.ramp_inc;
-    top_->dwarm_lines_i = s.dwarm_lines;
-    top_->dwarm_extra_i = s.dwarm_extra;
+    for (int i = 0; i < kSettingsWords; ++i) {
+      const int w = (kSettingsBits - 32 * i < 32) ? kSettingsBits - 32 * i : 32;
+      set_bits(top_->settings_i, 32 * i, w, s.words[i]);
+    }
     top_->eval();
   }
 
@@ -216,9 +209,7 @@ class Harness {
   std::string run(const Settings& s, uint64_t steps, uint32_t mask,
                   const std::vector<std::vector<std::pair<uint64_t, uint64_t>>>& tasks) {
     apply(s);
-    const uint64_t slowest = s.core_rate < s.agg_rate ? s.core_rate : s.agg_rate;
-    const uint64_t settle = (kRateOne + slowest - 1) / slowest + 2;  // every bucket full
-    bare(settle);
+    bare(s.settle);
     if (!top_->idle_o) die("engine not idle before a workload");
     uint64_t t0 = 0;
 #if REGISTERED_TASK
@@ -286,16 +277,14 @@ struct Workload {
 Workload read_workload(Reader& in) {
   Workload w;
   Settings& s = w.s;
-  s.latency = in.next();
-  s.window = in.next();
-  s.core_rate = in.next();
-  s.agg_rate = in.next();
-  s.ramp_start = in.next();
-  s.ramp_step = in.next();
-  s.ramp_inc = in.next();
-  s.dwarm_lines = in.next();
-  s.dwarm_extra = in.next();
-  if (s.core_rate == 0 || s.agg_rate == 0) die("a rate of zero never refills");
+  for (int i = 0; i < kSettingsWords; ++i) {
+    const uint64_t v = in.next();
+    const int w = (kSettingsBits - 32 * i < 32) ? kSettingsBits - 32 * i : 32;
+    if (v >> w) die("a settings word beyond the struct's width");
+    s.words[i] = static_cast<uint32_t>(v);
+  }
+  s.settle = in.next();
+  if (s.settle < 3) die("fewer than three settle cycles (the settings are registered)");
   w.steps = in.next();
   const uint64_t mask = in.next();
   if (w.steps == 0 || mask == 0 || (kCores < 32 && (mask >> kCores) != 0))

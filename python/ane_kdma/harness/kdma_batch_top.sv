@@ -20,59 +20,45 @@
 //   sees the same task sequence on the same cycles as with the inputs direct,
 //   so the counters are the same (tests/test_engines_verilator.py holds them to the
 //   full build and the cycle model).
-module kdma_batch_top #(
+module kdma_batch_top
+  import kdma_pkg::*;  // in the header: the settings port's type (Icarus 11 cannot take kdma_pkg::settings_t)
+#(
   // kdma_top's build parameters, passed through (see kdma_top).
   parameter int NumCores = 1,
-  parameter logic [kdma_pkg::CREDIT_MODE_BITS-1:0] CreditMode = kdma_pkg::CreditFixed,
-  parameter int RingBits = kdma_pkg::RING_BITS,
-  parameter int PrefetchMaxLines = kdma_pkg::PREFETCH_MAX_LINES,
-  parameter int MaxLatencyCycles = 4095,
+  parameter logic [CREDIT_MODE_BITS-1:0] CreditMode = CreditFixed,
+  parameter int RingBits = RING_BITS,
+  parameter int PrefetchMaxLines = PREFETCH_MAX_LINES,
+  parameter int KmemLines = KMEM_LINES,
   parameter bit Payload = 1'b1
 ) (
   input  logic clk_i,
   input  logic rst_ni,
 
-  // ---- Run-time settings, taken one cycle later ----
-  input  logic [$clog2(MaxLatencyCycles+1)-1:0]     latency_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]         core_rate_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS+5:0]       agg_rate_i,
-  input  logic [$clog2(kdma_pkg::KMEM_LINES+1)-1:0] window_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]         ramp_start_i,
-  input  logic [kdma_pkg::RAMP_STEP_BITS-1:0]       ramp_step_i,
-  input  logic [kdma_pkg::RATE_FRAC_BITS:0]         ramp_inc_i,
-  input  logic [kdma_pkg::DWARM_LINES_BITS-1:0]     dwarm_lines_i,
-  input  logic [kdma_pkg::DWARM_EXTRA_BITS-1:0]     dwarm_extra_i,
+  // ---- Run-time settings (kdma_pkg::settings_t), taken one cycle later ----
+  input  settings_t                                    settings_i,
 
   // ---- Task, taken one cycle later (ready_o and idle_o are for the task kdma_top sees) ----
   input  logic                                         start_i,
   input  logic [NumCores-1:0]                          core_en_i,
-  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] base_addr_i,
-  input  logic [NumCores-1:0][kdma_pkg::ADDR_BITS-1:0] size_bytes_i,
+  input  logic [NumCores-1:0][ADDR_BITS-1:0]           base_addr_i,
+  input  logic [NumCores-1:0][ADDR_BITS-1:0]           size_bytes_i,
   output logic                                         ready_o,
   output logic                                         idle_o,
 
   // ---- Per-core counters ----
-  output logic [NumCores-1:0][31:0]                                core_cycles_o,
-  output logic [NumCores-1:0][31:0]                                zero_credit_cycles_o,
-  output logic [NumCores-1:0][$clog2(kdma_pkg::KMEM_LINES+1)-1:0] peak_inflight_o
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]          core_cycles_o,
+  output logic [NumCores-1:0][CYCLE_BITS-1:0]          zero_credit_cycles_o,
+  output logic [NumCores-1:0][$clog2(KmemLines+1)-1:0] peak_inflight_o
 );
 
-  import kdma_pkg::*;
-
-  logic [$clog2(MaxLatencyCycles+1)-1:0] latency_q;
-  logic [RATE_FRAC_BITS:0]               core_rate_q, ramp_start_q, ramp_inc_q;
-  logic [RATE_FRAC_BITS+5:0]             agg_rate_q;
-  logic [$clog2(KMEM_LINES+1)-1:0]       window_q;
-  logic [RAMP_STEP_BITS-1:0]             ramp_step_q;
-  logic [DWARM_LINES_BITS-1:0]           dwarm_lines_q;
-  logic [DWARM_EXTRA_BITS-1:0]           dwarm_extra_q;
+  settings_t                             settings_q;
   logic                                  start_q;
   logic [NumCores-1:0]                   core_en_q;
   logic [NumCores-1:0][ADDR_BITS-1:0]    base_addr_q, size_bytes_q;
 
   // kdma_top's outputs the harness does not read
   logic                                  unused_done;
-  logic [31:0]                           unused_cycles;
+  logic [CYCLE_BITS-1:0]                 unused_cycles;
   logic [NumCores-1:0]                   unused_kmem_valid, unused_core_done;
   logic [NumCores-1:0]                   unused_unaligned, unused_partial, unused_wrap;
   logic [NumCores-1:0][LINE_ADDR_BITS-1:0] unused_kmem_addr;
@@ -80,15 +66,7 @@ module kdma_batch_top #(
   logic [NumCores-1:0][COUNT_BITS-1:0]     unused_issued, unused_consumed;
 
   always_ff @(posedge clk_i) begin
-    latency_q    <= latency_i;
-    core_rate_q  <= core_rate_i;
-    agg_rate_q   <= agg_rate_i;
-    window_q     <= window_i;
-    ramp_start_q <= ramp_start_i;
-    ramp_step_q  <= ramp_step_i;
-    ramp_inc_q   <= ramp_inc_i;
-    dwarm_lines_q <= dwarm_lines_i;
-    dwarm_extra_q <= dwarm_extra_i;
+    settings_q   <= settings_i;
     start_q      <= start_i;
     core_en_q    <= core_en_i;
     base_addr_q  <= base_addr_i;
@@ -100,20 +78,12 @@ module kdma_batch_top #(
     .CreditMode      (CreditMode),
     .RingBits        (RingBits),
     .PrefetchMaxLines(PrefetchMaxLines),
-    .MaxLatencyCycles(MaxLatencyCycles),
+    .KmemLines       (KmemLines),
     .Payload         (Payload)
   ) u_top (
     .clk_i,
     .rst_ni,
-    .latency_i           (latency_q),
-    .core_rate_i         (core_rate_q),
-    .agg_rate_i          (agg_rate_q),
-    .window_i            (window_q),
-    .ramp_start_i        (ramp_start_q),
-    .ramp_step_i         (ramp_step_q),
-    .ramp_inc_i          (ramp_inc_q),
-    .dwarm_lines_i       (dwarm_lines_q),
-    .dwarm_extra_i       (dwarm_extra_q),
+    .settings_i          (settings_q),
     .start_i             (start_q),
     .core_en_i           (core_en_q),
     .base_addr_i         (base_addr_q),
