@@ -222,6 +222,10 @@ def test_predict_at_the_largest_32_bit_size_answers_or_says_why() -> None:
     assert proc.returncode == 0
     doc = json.loads(proc.stdout)
     assert doc["lines_per_core"] == (1 << 26) - 1
+    if "time_us_band" in doc:  # a profile with fits: at this size scaled from the analytic engine
+        assert doc["band_scaled_from"] == "analytic"
+        lo, hi = doc["time_us_band"]
+        assert lo <= doc["time_us"] <= hi and hi - lo < 0.05 * doc["time_us"]
     fast = subprocess.run(
         [*argv, "--engine", "analytic", "--json"],
         capture_output=True,
