@@ -1,4 +1,4 @@
-"""Property-based fuzzing (Hypothesis) of chip folders, the way tests/test_cli_fuzz.py fuzzes dumps.
+"""Property-based fuzzing (Hypothesis) of chip folders, as test_regdump_fuzz.py fuzzes dumps.
 
 A chip folder is every file a command reads from it: chip.json, profile.json,
 fits.json and the datasets in measured/. Generated folders (values replaced by
@@ -10,7 +10,7 @@ deadline. A folder the loader accepts must also run a command to its end (on
 the analytic engine) within the deadline: bounds that hold in the loader but
 not in the commands would be no bounds.
 
-Examples are derandomized and no example database is kept, as in test_cli_fuzz.py.
+Examples are derandomized and no example database is kept, as in tests/fuzzing.py.
 """
 
 from __future__ import annotations
