@@ -370,7 +370,7 @@ def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     # the contract moved: compressed weights count too, and the axis is named
     assert f"8 stored weights; would split {len(report['changed'])} along cin" in out
-    assert "decode step (every stored weight once, marginal times):" in out
+    assert "decode step (every stored weight once, marginal times" in out  # then the band's words
     assert all(c["op"] in out for c in report["changed"])
 
 
