@@ -64,8 +64,8 @@ def predict_one(
             # Just off a whole lap at many laps, each run of the cycle model steps a long
             # start-up (above): once per fit would multiply that by the fits. So the figure is
             # the engine's, and each fit's is the figure times that fit's ratio to the
-            # profile on the analytic engine (within its stated accuracy of the cycle model,
-            # and a ratio of two of its results is closer still).
+            # profile on the analytic engine (within its stated accuracy of the cycle model;
+            # the ratio's own error was not measured separately).
             central = figures(chip)
             base = figures(chip, "analytic")
             others = [
