@@ -350,3 +350,86 @@ def test_one_translation_validate_and_calibrate_read_the_same_checks(
     assert 16 * t.bytes_per_core / (t.measured_us * 1e3) == pytest.approx(40.0)
     rows2 = _spec_rows("table_c", lambda h, n, steps: 100.0 * n / RING)
     assert rows2[1].error != rows[1].error and rows2[0].error == rows[0].error
+
+
+def test_one_translation_of_the_rules_validate_and_calibrate_read_the_same_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The floor, nominal and the V are rules (a range over several sizes, rising; no figure
+    at any one size), translated once by base.measured_rules: validate's rows run its sizes
+    and print its band, calibrate's bounds are its sizes and range, its rising groups its
+    sizes, its page, slope and laps the V's. A rule moved there moves both (here the floor's
+    top, 19.5 -> 18.5 GB/s: a floor rising to 19.1 GB/s now fails and is bounded lower)."""
+    from dataclasses import replace
+
+    from ane_kdma import calibrate
+    from ane_kdma.validate import base, specs
+
+    rules = base.measured_rules(M3_CHIP, M3_CHIP.measured, specs.bands())
+    prob = calibrate.problem(M3_CHIP, M3_CHIP.measured)
+    for rule in (rules.floor, rules.nominal):
+        assert rule is not None
+        mine = [b for b in prob.bounds if b.name in rule.keys]
+        assert [b.lines for b in mine] == list(rule.sizes)
+        assert {b.statement for b in mine} == {rule.statement}
+        assert all(b.notch is rule.notch for b in mine)
+        gbps = [16 * b.bytes_per_core / (u * 1e3) for b in mine for u in (b.hi_us, b.lo_us)]
+        assert gbps == pytest.approx([rule.lo_gbps, rule.hi_gbps] * len(mine))
+        first = prob.bounds.index(mine[0])
+        assert tuple(range(first, first + len(mine))) in prob.rising
+        spec = next(s for s in specs.SPECS if s.key == rule.dataset)
+        ctx = specs.Ctx(M3_CHIP, M3_CHIP.measured, "fake", hyps.get(hyps.FIXED), specs.bands())
+        assert [w.lines_per_core(M3_CHIP.line_bytes)[0] for _, w in spec.want(ctx, PAGED)][
+            :: 2 if rule.dataset == "floor" else 1
+        ] == list(rule.sizes)
+    assert (prob.page, prob.slope_per_lap, prob.laps) == (
+        rules.v.page,
+        rules.v.slope_per_lap,
+        rules.v.laps,
+    )
+    assert (rules.v.page, rules.v.slope_per_lap, rules.v.laps) == (256, 3.18, tuple(range(1, 9)))
+
+    floor = [17.3, 17.9, 18.4, 18.8, 18.9, 19.0, 19.05, 19.1]
+    (row,) = _spec_rows("floor", _floor_world(floor))
+    assert row.passed and row.tolerance == rules.floor.band  # type: ignore[union-attr]
+    real = base.measured_rules
+
+    def moved(*a: object) -> base.Rules:
+        r = real(*a)  # type: ignore[arg-type]
+        assert r.floor is not None
+        top = replace(r.floor, hi_gbps=18.5, band=base.Band("every k in 17-18.5 GB/s"))
+        return replace(r, floor=top)
+
+    monkeypatch.setattr(base, "measured_rules", moved)
+    (row2,) = _spec_rows("floor", _floor_world(floor))
+    assert not row2.passed and str(row2.tolerance) == "every k in 17-18.5 GB/s"
+    assert "k = 4: 18.80 GB/s outside" in row2.note and "k = 3" not in row2.note
+    prob2 = calibrate.problem(M3_CHIP, M3_CHIP.measured)
+    (k1,) = [b for b in prob2.bounds if b.name == "floor k=1"]
+    assert 16 * k1.bytes_per_core / (k1.lo_us * 1e3) == pytest.approx(18.5)
+
+
+def test_nominal_without_a_stated_page_is_one_size_for_both_judges(tmp_path: Path) -> None:
+    """A chip that states nominal but no page: validate and calibrate hold nominal at its
+    largest stated size alone (before, calibrate bounded it there and validate had no row)."""
+    from ane_kdma import calibrate
+
+    folder = tmp_path / "m3"
+    shutil.copytree(M3, folder)
+    _edit("measured/point_facts.json", lambda d: d["facts"].pop("v_notch"))(folder)
+    chip = chips.load(str(folder))
+    eight = 8 * MIB // chip.line_bytes
+
+    def world(h: str, n: int, tasks: int) -> float:
+        assert n == eight, n
+        return _us(58.0, n)
+
+    (row,) = _spec_rows("nominal", world, chip)
+    assert row.name == "nominal at 8 MiB per core (no page stated)" and row.passed
+    assert str(row.tolerance).startswith("every size in 43.65-61.80 GB/s")
+    (row,) = _spec_rows("nominal", lambda h, n, t: _us(62.0, n), chip)
+    assert not row.passed and row.modeled == pytest.approx(62.0)
+    prob = calibrate.problem(chip, chip.measured)
+    nominal = [b for b in prob.bounds if b.name.startswith("nominal")]
+    assert [b.lines for b in nominal] == [eight] and prob.page is None
+    assert nominal[0].statement.endswith("(full credit)")

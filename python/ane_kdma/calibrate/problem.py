@@ -1,4 +1,10 @@
-"""The fit's problem: targets, bounds and agreements from the chip's measurements."""
+"""The fit's problem: targets, bounds and agreements from the chip's measurements.
+
+Nothing here reads a measured fact: the figures come as validate's checks
+(:func:`ane_kdma.validate.base.measured_checks`: targets and agreements) and the rule-type
+facts as validate's rules (:func:`ane_kdma.validate.base.measured_rules`: the floor and
+nominal bounds, the V's page, slope and laps), so validate and the fit hold the same sizes
+to the same bands."""
 
 from __future__ import annotations
 
@@ -85,7 +91,7 @@ def problem(
             raise InputError(
                 f"unknown dataset {name!r} to hold out (one of: {', '.join(DATASETS)})"
             )
-    f, geo, ring, lb = meas.facts, meas.geo, chip.ring_lines, chip.line_bytes
+    geo, ring, lb = meas.geo, chip.ring_lines, chip.line_bytes
     use = {d for d in DATASETS if d not in hold_out}
     checks = [c for c in vbase.measured_checks(chip, meas, band) if c.dataset in use]
     targets = _targets(checks, geo, ring)
@@ -102,48 +108,25 @@ def problem(
         raise InputError(f"chip {chip.name}: no measured times to calibrate on")
     bounds: list[Bound] = []
     rising: list[tuple[int, ...]] = []
-    if f.floor is not None:
-        lo, hi = f.floor.gbps.lo, f.floor.gbps.hi + band.floor_slack_gbps
+    rules = vbase.measured_rules(chip, meas, band)
+    for rule in (rules.floor, rules.nominal):  # each size a bound, the sizes rising
+        if rule is None:
+            continue
         first = len(bounds)
-        for k in f.floor.laps:
-            b = k * ring * lb
+        for key, n in zip(rule.keys, rule.sizes, strict=True):
+            size = n * lb
             bounds.append(
                 Bound(
-                    f"floor k={k}",
-                    k * ring,
-                    b,
-                    float(geo.time_for_gbps(b, hi)),
-                    float(geo.time_for_gbps(b, lo)),
-                    f"floor {lo:g}-{hi:g} GB/s at k = {_span(f.floor.laps)}, rising",
-                    True,
-                )
-            )
-        rising.append(tuple(range(first, len(bounds))))
-    page = f.v_notch.page if f.v_notch is not None else None
-    if f.nominal is not None:
-        nom = f.nominal
-        lo, hi = nom.gbps.lo * (1 - band.nominal), nom.gbps.hi * (1 + band.nominal)
-        top = max(1, nom.high_bytes // (ring * lb))
-        # validate's nominal sizes (one page past each lap) where the chip states the page;
-        # else the largest stated size alone
-        sizes = [k * ring + page for k in range(1, top + 1)] if page else [nom.high_bytes // lb]
-        first = len(bounds)
-        for n in sizes:
-            big = n * lb
-            bounds.append(
-                Bound(
-                    f"nominal {n} lines",
+                    key,
                     n,
-                    big,
-                    float(geo.time_for_gbps(big, hi)),
-                    float(geo.time_for_gbps(big, lo)),
-                    f"nominal within {lo:.4g}-{hi:.4g} GB/s ({nom.gbps} with validate's "
-                    f"{band.nominal:.0%}) up to {nom.high_bytes >> 20} MiB per core "
-                    "(full credit), rising",
-                    False,
+                    size,
+                    float(geo.time_for_gbps(size, rule.hi_gbps)),
+                    float(geo.time_for_gbps(size, rule.lo_gbps)),
+                    rule.statement,
+                    rule.notch,
                 )
             )
-        if len(sizes) > 1:
+        if len(rule.sizes) > 1:
             rising.append(tuple(range(first, len(bounds))))
     for parts, figs in twice.items():  # one workload measured twice: within 3% of both
         if len(figs) < 2 or len(parts) < 2:
@@ -167,14 +150,12 @@ def problem(
                 parts,
             )
         )
-    slope = f.k_scaling.slope_per_lap.value if f.k_scaling is not None else None
-    laps = tuple(f.floor.laps) if f.floor is not None else (1,)
     return Problem(
         tuple(targets),
         tuple(bounds),
-        page,
-        slope,
-        laps,
+        rules.v.page,
+        rules.v.slope_per_lap,
+        rules.v.laps,
         tuple(rising),
         tuple(hold_out),
         _agreements(targets, checks),
@@ -241,7 +222,3 @@ def _rel(c: Check) -> float:
     if c.band.rel is None:
         raise ValueError(f"{c.key}: band {c.band} is not relative")
     return c.band.rel
-
-
-def _span(laps: Sequence[int]) -> str:
-    return f"{laps[0]}..{laps[-1]}"

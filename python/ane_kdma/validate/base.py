@@ -115,6 +115,59 @@ class Check:
         return sum(self.parts)
 
 
+@dataclass(frozen=True)
+class Rule:
+    """A stated fact over several sizes, judged whole: each size's throughput inside
+    ``lo_gbps``..``hi_gbps``, and rising from each size to the next.
+
+    Not a :class:`Check`, for one reason: the source states no figure at any one size (a
+    floor of 17-19 GB/s "at every k", nominal "from about 45 towards 60"), so a rule has no
+    value to reproduce and no relative error; a fit cannot aim at it, only stay inside it.
+    It has one owner all the same, :func:`measured_rules`: validate renders it as one row,
+    calibrate holds each size as a bound and the sizes as a rising group, both reading the
+    sizes, the range and the rise from here."""
+
+    dataset: str  # "floor" or "nominal"
+    label: str  # validate's row name
+    sizes: tuple[int, ...]  # lines on each core, one task each
+    keys: tuple[str, ...]  # calibrate's name for each size's bound
+    at: tuple[str, ...]  # how validate names each size ("k = 1")
+    notch: bool  # whole laps (x = 0, no prefetch credit); else full credit
+    lo_gbps: float
+    hi_gbps: float
+    measured: str  # how validate prints the stated fact
+    band: Band  # validate's band, as it prints it
+    statement: str  # calibrate's constraint, as the profile's notes say it
+
+    def outside(self, gbps: Sequence[float]) -> list[int]:
+        """The sizes (indices) whose throughput is outside the range (its edges inside)."""
+        return [i for i, g in enumerate(gbps) if not self.lo_gbps - EPS <= g <= self.hi_gbps + EPS]
+
+
+@dataclass(frozen=True)
+class VRule:
+    """The V the source states around each lap: throughput recovers fully at the
+    ``recovery`` offsets (calibrate's knee: one ``page`` of credit reaches the rate), and
+    near the notch time falls on |x| at ``slope_per_lap`` x k per line, straight. Judged per
+    hypothesis by validate's V rows; calibrate reads the page, the slope and the laps from
+    here (its knee constraint and its choice of window). None where the data lacks it."""
+
+    laps: tuple[int, ...]  # the measured laps (the floor's), or (1,)
+    page: int | None
+    recovery: tuple[int, ...]  # the offsets of full recovery, as stated
+    slope_per_lap: float | None  # us per line per lap
+    slope_measured: str  # how validate prints the stated slope
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The chip's rule-type facts, translated once (:func:`measured_rules`)."""
+
+    floor: Rule | None
+    nominal: Rule | None
+    v: VRule
+
+
 @dataclass
 class Row:
     dataset: str
@@ -144,6 +197,7 @@ class Ctx:
     bands: Bands
     results: dict[tuple[str, Workload], Result] = field(default_factory=dict)
     measured_checks: tuple[Check, ...] | None = None  # the chip's measured figures, once
+    measured_rules: Rules | None = None  # and its rule-type facts, once
 
     @property
     def checks(self) -> tuple[Check, ...]:
@@ -152,6 +206,13 @@ class Ctx:
         if self.measured_checks is None:
             self.measured_checks = measured_checks(self.chip, self.meas, self.bands)
         return self.measured_checks
+
+    @property
+    def rules(self) -> Rules:
+        """The rule-type facts (:func:`measured_rules`), translated once per context."""
+        if self.measured_rules is None:
+            self.measured_rules = measured_rules(self.chip, self.meas, self.bands)
+        return self.measured_rules
 
     @property
     def ring(self) -> int:
@@ -340,6 +401,77 @@ def measured_checks(chip: Chip, meas: Measurements, bands: Bands) -> tuple[Check
                 )
             )
     return tuple(out)
+
+
+def measured_rules(chip: Chip, meas: Measurements, bands: Bands) -> Rules:
+    """The floor, nominal and the V as the chip's data states them, with validate's bands:
+    the one translation of them (:class:`Rule`, :class:`VRule`) that validate's rows and
+    calibrate's problem both read.
+
+    The floor: every measured lap at x = 0, inside the stated range to ``floor_slack_gbps``
+    above its top, rising. Nominal: inside the stated range widened by ``bands.nominal`` at
+    both ends, rising, at one page past each lap from 1 MiB per core to the largest stated
+    size where the data states the page, else at the largest stated size alone."""
+    f, ring, lb = meas.facts, chip.ring_lines, chip.line_bytes
+    page = f.v_notch.page if f.v_notch is not None else None
+    floor = nominal = None
+    if f.floor is not None:
+        laps = tuple(f.floor.laps)
+        lo, hi = f.floor.gbps.lo, f.floor.gbps.hi + bands.floor_slack_gbps
+        floor = Rule(
+            "floor",
+            f"floor at x = 0, k = {spec_laps(laps)}, rising",
+            tuple(k * ring for k in laps),
+            tuple(f"floor k={k}" for k in laps),
+            tuple(f"k = {k}" for k in laps),
+            True,
+            lo,
+            hi,
+            str(f.floor.gbps),
+            Band(f"every k in {lo:g}-{hi:g} GB/s, rising with k"),
+            f"floor {lo:g}-{hi:g} GB/s at k = {laps[0]}..{laps[-1]}, rising",
+        )
+    if f.nominal is not None:
+        nom = f.nominal
+        lo, hi = nom.gbps.lo * (1 - bands.nominal), nom.gbps.hi * (1 + bands.nominal)
+        top = max(1, nom.high_bytes // (ring * lb))
+        if page:
+            sizes = tuple(k * ring + page for k in range(1, top + 1))
+            label = (
+                f"nominal rising, k x {spec_size(ring * lb)} + one page per core, "
+                f"k = 1..{len(sizes)}"
+            )
+        else:
+            sizes = (nom.high_bytes // lb,)
+            label = f"nominal at {spec_size(nom.high_bytes)} per core (no page stated)"
+        rise = "rising, " if len(sizes) > 1 else ""  # one size: nothing to rise
+        nominal = Rule(
+            "nominal",
+            label,
+            sizes,
+            tuple(f"nominal {n} lines" for n in sizes),
+            tuple(f"{n} lines" for n in sizes),
+            False,
+            lo,
+            hi,
+            f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {spec_size(nom.high_bytes)})",
+            Band(
+                f"{rise}every size in {lo:.2f}-{hi:.2f} GB/s "
+                f"({nom.gbps} +-{100 * bands.nominal:g}%: 'about', 'towards')"
+            ),
+            f"nominal within {lo:.4g}-{hi:.4g} GB/s ({nom.gbps} with validate's "
+            f"{bands.nominal:.0%}) up to {nom.high_bytes >> 20} MiB per core (full credit)"
+            + (", rising" if rise else ""),
+        )
+    ks = f.k_scaling
+    v = VRule(
+        tuple(f.floor.laps) if f.floor is not None else (1,),
+        page,
+        tuple(f.v_notch.recovery_offsets) if f.v_notch is not None else (),
+        ks.slope_per_lap.value if ks is not None else None,
+        f"{ks.slope_per_lap} x k (R^2 {ks.r_squared})" if ks is not None else "",
+    )
+    return Rules(floor, nominal, v)
 
 
 def spec_size_of(b: int) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ane_kdma.errors import InputError
 from ane_kdma.hypotheses import Hypothesis
 from ane_kdma.stats import fit_line
 from ane_kdma.validate.base import (
@@ -14,30 +15,38 @@ from ane_kdma.validate.base import (
     Band,
     Ctx,
     Row,
+    Rule,
     Want,
     spec_laps,
     spec_rel,
     spec_rising,
-    spec_size,
     spec_some,
 )
 
 # ---------------------------------------------------------------- floor, nominal, k scaling
 
 
+def _rule(ctx: Ctx, name: str) -> Rule:
+    """The floor or nominal rule (:func:`ane_kdma.validate.base.measured_rules`), the one
+    calibrate's bounds are made of; present whenever the spec that reads it runs."""
+    rule: Rule | None = getattr(ctx.rules, name)
+    if rule is None:
+        raise InputError(f"validate: a row reads the {name} rule, which the data does not state")
+    return rule
+
+
 def floor_want(ctx: Ctx, h: Hypothesis) -> Want:
-    laps = ctx.floor.laps
-    return [(m, ctx.lines(k * ctx.ring)) for k in laps for m in (h, ctx.fixed)]
+    return [(m, ctx.lines(n)) for n in _rule(ctx, "floor").sizes for m in (h, ctx.fixed)]
 
 
 def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    laps = ctx.floor.laps
-    floor = [ctx.gbps(h, ctx.lines(k * ctx.ring)) for k in laps]
-    lo, hi = ctx.floor.gbps.lo, ctx.floor.gbps.hi + ctx.bands.floor_slack_gbps
-    outside = [(k, g) for k, g in zip(laps, floor, strict=True) if not lo - EPS <= g <= hi + EPS]
+    rule = _rule(ctx, "floor")
+    floor = [ctx.gbps(h, ctx.lines(n)) for n in rule.sizes]
+    outside = rule.outside(floor)
     rising = spec_rising(floor)
-    miss = [f"k = {k}: {g:.2f} GB/s outside" for k, g in outside]
+    miss = [f"{rule.at[i]}: {floor[i]:.2f} GB/s outside" for i in outside]
     if not rising:
+        laps = [a.removeprefix("k = ") for a in rule.at]
         falls = [
             f"k = {laps[i]} -> {laps[i + 1]}: {floor[i]:.2f} -> {floor[i + 1]:.2f}"
             for i in range(len(floor) - 1)
@@ -47,13 +56,13 @@ def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     return [
         Row(
             "point_facts",
-            f"floor at x = 0, k = {spec_laps(laps)}, rising",
+            rule.label,
             "model",
             min(floor),
-            str(ctx.floor.gbps),
+            rule.measured,
             "GB/s",
             None,
-            Band(f"every k in {lo:g}-{hi:g} GB/s, rising with k"),
+            rule.band,
             not outside and rising,
             ctx.engine,
             " / ".join(f"{g:.2f}" for g in floor) + " GB/s" + "".join(f"; {m}" for m in miss),
@@ -62,39 +71,25 @@ def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     ]
 
 
-def _nominal_sizes(ctx: Ctx) -> list[int]:
-    """Full-credit sizes from 1 MiB to the largest stated size: k x ring + one page, k = 1..8."""
-    nom, page = ctx.nominal, ctx.v_notch.page
-    top = max(1, nom.high_bytes // (ctx.ring * ctx.chip.line_bytes))
-    return [k * ctx.ring + page for k in range(1, top + 1)]
-
-
 def nominal_want(ctx: Ctx, h: Hypothesis) -> Want:
-    return [(h, ctx.lines(n)) for n in _nominal_sizes(ctx)]
+    return [(h, ctx.lines(n)) for n in _rule(ctx, "nominal").sizes]
 
 
 def nominal_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    nom = ctx.nominal
-    sizes = _nominal_sizes(ctx)
-    g = [ctx.gbps(h, ctx.lines(n)) for n in sizes]
-    lo, hi = nom.gbps.lo * (1 - ctx.bands.nominal), nom.gbps.hi * (1 + ctx.bands.nominal)
+    rule = _rule(ctx, "nominal")
+    g = [ctx.gbps(h, ctx.lines(n)) for n in rule.sizes]
     rising = spec_rising(g)
     return [
         Row(
             "point_facts",
-            f"nominal rising, k x {spec_size(ctx.ring * ctx.chip.line_bytes)} + one page per core, "
-            f"k = 1..{len(sizes)}",
+            rule.label,
             "model",
             g[-1],
-            f"{nom.gbps} ({nom.low} near 1 MiB, {nom.high} at {spec_size(nom.high_bytes)})",
+            rule.measured,
             "GB/s",
             None,
-            Band(
-                f"rising, every size in {lo:.2f}-{hi:.2f} GB/s "
-                f"({nom.gbps} +-{100 * ctx.bands.nominal:g}%: "
-                "'about', 'towards')"
-            ),
-            rising and all(lo - EPS <= x <= hi + EPS for x in g),
+            rule.band,
+            rising and not rule.outside(g),
             ctx.engine,
             " / ".join(f"{x:.2f}" for x in g) + " GB/s" + ("" if rising else "; NOT rising"),
             {"gbps": g},
@@ -191,9 +186,9 @@ def lap_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
 
 
 def v_want(ctx: Ctx, h: Hypothesis) -> Want:
-    out = []
-    for k in ctx.floor.laps:
-        for x in ctx.v_notch.recovery_offsets:
+    out, v = [], ctx.rules.v
+    for k in v.laps:
+        for x in v.recovery:
             out += [(h, ctx.lines(k * ctx.ring + x)), (ctx.fixed, ctx.lines(k * ctx.ring + x))]
     return out + v_slope_want(ctx, h)
 
@@ -201,7 +196,7 @@ def v_want(ctx: Ctx, h: Hypothesis) -> Want:
 def v_slope_want(ctx: Ctx, h: Hypothesis, laps: Sequence[int] | None = None) -> Want:
     """The sizes the V's slope is fitted on: every lap (the measured ones unless told), and
     |x| <= ctx.bands.slope_x in steps of SLOPE_STEP on both sides."""
-    laps = ctx.floor.laps if laps is None else laps
+    laps = ctx.rules.v.laps if laps is None else laps
     xs = range(-ctx.bands.slope_x, ctx.bands.slope_x + 1, SLOPE_STEP)
     return [(h, ctx.lines(k * ctx.ring + x)) for k in laps for x in xs]
 
@@ -220,7 +215,7 @@ def v_slopes(
     The one computation of the V's slope: the V row judges it, and calibrate chooses each
     reading's window with it (on fewer laps, for speed)."""
     per_k, r2s = [], []
-    for k in ctx.floor.laps if laps is None else laps:
+    for k in ctx.rules.v.laps if laps is None else laps:
         for side in (-1, 1):
             xs = side * np.arange(0, ctx.bands.slope_x + 1, SLOPE_STEP)
             slope, r2 = _arm(ctx, h, k, xs)
@@ -230,18 +225,18 @@ def v_slopes(
 
 
 def v_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
-    rows = []
-    for x in sorted(ctx.v_notch.recovery_offsets):
+    rows, v = [], ctx.rules.v
+    for x in sorted(v.recovery):
         errs = []
-        for k in ctx.floor.laps:
+        for k in v.laps:
             w = ctx.lines(k * ctx.ring + x)
             errs.append(ctx.gbps(h, w) / ctx.gbps(ctx.fixed, w) - 1)
         worst = max(errs, key=abs)
-        k_worst = ctx.floor.laps[errs.index(worst)]
+        k_worst = v.laps[errs.index(worst)]
         rows.append(
             Row(
                 "point_facts",
-                f"V recovery at x = {x:+d}, k = {spec_laps(ctx.floor.laps)}",
+                f"V recovery at x = {x:+d}, k = {spec_laps(v.laps)}",
                 h.name,
                 worst,
                 "recovers fully (0% from nominal)",
@@ -264,8 +259,10 @@ SIDES = ("x < 0", "x > 0")  # v_slopes' order within a lap: the left arm, then t
 def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
     """One row for the V's slope: every lap and each side judged on its own fit, the row
     naming the worst (k, side) for the slope and for R^2."""
-    laps = ctx.floor.laps
-    slope_meas = ctx.k_scaling.slope_per_lap.value
+    v = ctx.rules.v
+    laps, slope_meas = v.laps, v.slope_per_lap
+    if slope_meas is None:
+        raise InputError("validate: the V's slope row reads k_scaling, which the data lacks")
     per_k, r2s = v_slopes(ctx, h)
     where = [(k, side) for k in laps for side in SIDES]
     errs = [spec_rel(v, slope_meas) for v in per_k]
@@ -285,7 +282,7 @@ def _v_slope_row(ctx: Ctx, h: Hypothesis) -> Row:
         f"V slope near the notch (|x| <= {ctx.bands.slope_x}), each side, k = {spec_laps(laps)}",
         h.name,
         per_k[i],
-        f"{ctx.k_scaling.slope_per_lap} x k (R^2 {ctx.k_scaling.r_squared})",
+        v.slope_measured,
         "us/line/lap",
         errs[i],
         Band(

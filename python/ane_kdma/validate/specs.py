@@ -212,7 +212,7 @@ SPECS: tuple[Spec, ...] = (
     Spec("table_a", "model", ("table_a",), table_a_want, table_a_rows),
     Spec("points", "model", (), point_want, point_rows),
     Spec("floor", "model", ("floor",), floor_want, floor_rows),
-    Spec("nominal", "model", ("nominal", "v_notch"), nominal_want, nominal_rows),
+    Spec("nominal", "model", ("nominal",), nominal_want, nominal_rows),
     Spec("k_scaling", "model", ("floor", "k_scaling"), floor_want, k_scaling_rows),
     Spec("split", "model", ("split",), split_want, split_rows),
     Spec("control", "model", ("control_bytes",), control_want, control_rows),
