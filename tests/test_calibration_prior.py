@@ -174,6 +174,32 @@ def test_a_prior_that_does_not_exist_or_has_no_profile_is_refused(tmp_path: Path
     )
 
 
+def test_figures_no_fit_can_meet_are_refused_naming_the_worst(tmp_path: Path) -> None:
+    """M4's three figures with the 2 MiB one at 500 us, faster than the 1 MiB notch (840 us):
+    a notch whose time falls as a second lap is added, which no window, depth and call
+    overhead can give. The best fit found misses a figure by far more than the point band,
+    so the fit is refused in one line naming the figure, and no profile is written."""
+    folder = _chip_with_rows(tmp_path, 3)
+    doc = json.loads((folder / "measured" / "timings.json").read_text())
+    assert [r["time"]["value"] for r in doc["rows"]] == [426, 840, 1142]
+    doc["rows"][2]["time"]["value"] = 500
+    (folder / "measured" / "timings.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    out.mkdir()
+    line = refuses(
+        ["calibrate", "--chip", str(folder), "--prior", "m3", "--out", str(out / "p.json")],
+        "few/measured/timings.json",
+        "rows",
+        f"no fit meets every figure within +-{100 * BAND:g}%",
+        "at best",
+        "kept from m3",
+        watch=[folder, out],
+    )
+    off = float(line.split(" is off by ")[1].split("%")[0])
+    assert abs(off) > 100 * BAND, line  # the worst figure, as the best fit misses it
+    assert list(out.iterdir()) == [] and not (folder / "profile.json").exists()
+
+
 def test_a_full_calibrate_on_timed_figures_points_to_the_prior(tmp_path: Path) -> None:
     refuses(
         ["calibrate", "--chip", "m4", "--out", str(tmp_path / "p.json")],

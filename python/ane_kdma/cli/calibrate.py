@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,11 @@ from ane_kdma import calibrate as cal_mod
 from ane_kdma import hypotheses as hyps
 from ane_kdma import mechanisms as mechs
 from ane_kdma import validate
-from ane_kdma.chip import PROFILE_FILE
+from ane_kdma.chip import PROFILE_FILE, Chip
 from ane_kdma.cli import common
 from ane_kdma.errors import InputError
 from ane_kdma.fileio import STDOUT, check_file_target, write_atomic
+from ane_kdma.profile import Profile
 
 FITS_FILE = "fits.json"
 
@@ -146,18 +148,47 @@ def _hold_out(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_flags(args: argparse.Namespace, mode: str, why: str, flags: tuple[str, ...]) -> None:
+    """Refuse each of `flags` given with `mode` (`--prior`, `--intervals`), saying why."""
+    for flag in flags:
+        if getattr(args, flag.removeprefix("--").replace("-", "_")) is not None:
+            raise InputError(f"{mode} {why}: it takes no {flag}")
+
+
+def _profile_target(args: argparse.Namespace, chip: Chip) -> Path | None:
+    """Where the profile goes: --out FILE (checked now, before any fit), the chip's
+    profile.json, or None for ``--out -`` (stdout)."""
+    if str(args.out) == STDOUT:
+        return None
+    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
+    _check_out(out)
+    return out
+
+
+def _write_profile(
+    args: argparse.Namespace, prof: Profile, out: Path | None, report: Callable[[], None]
+) -> int:
+    """The profile to stdout alone (`out` None), or written atomically to `out`, then its
+    JSON document (--json) or `report` (text) and the file named."""
+    if out is None:
+        sys.stdout.write(prof.to_json())
+        return 0
+    write_atomic(out, prof.to_json().encode())
+    if args.json:
+        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
+        return 0
+    report()
+    print(f"wrote {out}")
+    return 0
+
+
 def _prior(args: argparse.Namespace) -> int:
     """--prior CHIP: the fit from a handful of figures (ane_kdma.calibrate.prior)."""
     from ane_kdma.calibrate import prior as prior_mod
     from ane_kdma.chip import load
 
-    for flag, given in (
-        ("--hypothesis", args.hypothesis),
-        ("--mechanism", args.mechanism),
-        ("--hold-out", args.hold_out),
-    ):
-        if given is not None:
-            raise InputError(f"--prior keeps the prior's reading and mechanism: it takes no {flag}")
+    why = "keeps the prior's reading and mechanism"
+    _refuse_flags(args, "--prior", why, ("--hypothesis", "--mechanism", "--hold-out"))
     chip = common.load_chip(args)
     try:
         prior = load(args.prior)
@@ -167,68 +198,47 @@ def _prior(args: argparse.Namespace) -> int:
         raise InputError(
             f"--prior {args.prior}: chip {prior.name} has no profile.json to start from"
         )
-    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
-    to_stdout = str(args.out) == STDOUT
-    if not to_stdout:
-        _check_out(out)
+    out = _profile_target(args, chip)
     prof = prior_mod.fit_prior(chip, prior)
-    if to_stdout:
-        sys.stdout.write(prof.to_json())
-        return 0
-    write_atomic(out, prof.to_json().encode())
     u = prof.uncertainty
     assert u is not None
-    if args.json:
-        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
-        return 0
-    print(
-        f"calibrate: chip {chip.name} from {chip.path.name}/measured/timings.json, "
-        f"prior {prior.name}"
-    )
-    print(f"residuals: {prof.notes['residuals']}")
-    print("free (each pinned by the figures), value [interval]:")
-    for name, why in u.free.items():
-        lo, hi = u.intervals[name]
-        print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]: {why}")
-    print(f"kept from {prior.name}: " + ", ".join(u.kept))
-    print(f"intervals: {u.method}")
-    print(f"wrote {out}")
-    return 0
+
+    def report() -> None:
+        print(
+            f"calibrate: chip {chip.name} from {chip.path.name}/measured/timings.json, "
+            f"prior {prior.name}"
+        )
+        print(f"residuals: {prof.notes['residuals']}")
+        print("free (each pinned by the figures), value [interval]:")
+        for name, why in u.free.items():
+            lo, hi = u.intervals[name]
+            print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]: {why}")
+        print(f"kept from {prior.name}: " + ", ".join(u.kept))
+        print(f"intervals: {u.method}")
+
+    return _write_profile(args, prof, out, report)
 
 
 def _intervals(args: argparse.Namespace) -> int:
     """--intervals: the fitted profile's uncertainty (ane_kdma.calibrate.intervals)."""
     from ane_kdma.calibrate import intervals as iv
 
-    for flag, given in (
-        ("--hypothesis", args.hypothesis),
-        ("--mechanism", args.mechanism),
-        ("--hold-out", args.hold_out),
-        ("--prior", args.prior),
-    ):
-        if given is not None:
-            raise InputError(f"--intervals reads the chip's profile as it is: it takes no {flag}")
+    why = "reads the chip's profile as it is"
+    flags = ("--hypothesis", "--mechanism", "--hold-out", "--prior")
+    _refuse_flags(args, "--intervals", why, flags)
     chip = common.load_chip(args)
-    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
-    to_stdout = str(args.out) == STDOUT
-    if not to_stdout:
-        _check_out(out)
-    prof = iv.with_intervals(chip, chip.profile, quiet=args.json or to_stdout)
-    if to_stdout:
-        sys.stdout.write(prof.to_json())
-        return 0
-    write_atomic(out, prof.to_json().encode())
+    out = _profile_target(args, chip)
+    prof = iv.with_intervals(chip, chip.profile, quiet=args.json or out is None)
     u = prof.uncertainty
     assert u is not None
-    if args.json:
-        print(json.dumps({"profile": json.loads(prof.to_json()), "written": str(out)}))
-        return 0
-    print(f"calibrate: intervals of chip {chip.name}'s profile {prof.name} (values unchanged)")
-    for name, (lo, hi) in u.intervals.items():
-        print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]")
-    print(f"intervals: {u.method}")
-    print(f"wrote {out}")
-    return 0
+
+    def report() -> None:
+        print(f"calibrate: intervals of chip {chip.name}'s profile {prof.name} (values unchanged)")
+        for name, (lo, hi) in u.intervals.items():
+            print(f"  {name} = {getattr(prof, name):g} [{lo:g}, {hi:g}]")
+        print(f"intervals: {u.method}")
+
+    return _write_profile(args, prof, out, report)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -240,12 +250,9 @@ def run(args: argparse.Namespace) -> int:
         return _hold_out(args)
     opts = _jobs(args)  # a bad engine or scheduler address: before the chip is read
     chip = common.load_chip(args)
-    out = Path(args.out) if args.out is not None else chip.path / PROFILE_FILE
-    to_stdout = str(args.out) == STDOUT
-    if to_stdout and args.json:
+    if str(args.out) == STDOUT and args.json:
         raise InputError("--out - writes the profile itself to stdout: it takes no --json")
-    if not to_stdout:
-        _check_out(out)  # fail before the fit, not after
+    out = _profile_target(args, chip)  # fail before the fit, not after
     if (args.hypothesis is None) != (args.mechanism is None):
         raise InputError("name both --hypothesis and --mechanism, or neither (fit them all)")
     if args.hypothesis is not None:
@@ -268,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
             f"calibration: the analytic engine disagrees with the {exact} beyond its "
             f"stated accuracy: {said}"
         )
-    if to_stdout:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
+    if out is None:  # the profile alone, as `--out FILE` would hold it (no fits.json, no report)
         sys.stdout.write(best.profile.to_json())
         return 0
     write_atomic(out, best.profile.to_json().encode())
