@@ -46,7 +46,7 @@ def floor_rows(ctx: Ctx, h: Hypothesis) -> list[Row]:
     rising = spec_rising(floor)
     miss = [f"{rule.at[i]}: {floor[i]:.2f} GB/s outside" for i in outside]
     if not rising:
-        laps = [a.removeprefix("k = ") for a in rule.at]
+        laps = [n // ctx.ring for n in rule.sizes]  # the floor's sizes are whole laps
         falls = [
             f"k = {laps[i]} -> {laps[i + 1]}: {floor[i]:.2f} -> {floor[i + 1]:.2f}"
             for i in range(len(floor) - 1)
