@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -370,7 +371,9 @@ def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     # the contract moved: compressed weights count too, and the axis is named
     assert f"8 stored weights; would split {len(report['changed'])} along cin" in out
-    assert "decode step (every stored weight once, marginal times" in out  # then the band's words
+    # the figures on one line, what they count (and the band's words) below
+    assert re.search(r"^decode step: \S+ .*us before, \S+ .*us after$", out, re.M), out
+    assert "\n  (every stored weight once, marginal times" in out
     assert all(c["op"] in out for c in report["changed"])
 
 

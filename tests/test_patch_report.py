@@ -100,9 +100,12 @@ def test_skipping_every_op_leaves_the_decode_step_unsplit(mlp: Path, capsys) -> 
     assert main(["patch", str(mlp), "--dry-run", "--engine", FAST, "--skip", "*"]) == 0
     out = capsys.readouterr().out
     assert "3 stored weights; would split 0 along cin" in out
-    # then the band's words where the profile has fits, and each figure's band after it
+    # each figure with its band where the profile has fits; what it counts on the next line
     before = re.escape(str(full["before"]))
-    assert re.search(rf"3 kept whole, counted unsplit.*?\): {before}( \(\S+\))? us before, ", out)
+    assert re.search(rf"^decode step: {before}( \(\S+\))? us before, ", out, re.M), out
+    assert re.search(
+        r"^  \(every stored weight once, marginal times; 3 kept whole, counted", out, re.M
+    )
 
 
 def test_a_skipped_op_counts_at_its_unsplit_time(mlp: Path, capsys) -> None:
