@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     where = f" in {len(fns)} functions" if many else ""
     n = doc["weights"]
     weights = f"{n} stored weight{'' if n == 1 else 's'}"
-    common.print_wrapped(
-        f"{doc['in']}: {weights}{where}; {verb} {len(changed)} along "
-        f"{doc['axis']} ({doc['variant']} hardware, chip {chip.name}, {doc['engine']} engine)"
+    common.print_header(
+        "patch",
+        chip,
+        str(doc["engine"]),
+        f"{doc['variant']} hardware; {doc['in']}: {weights}{where}; "
+        f"{verb} {len(changed)} along {doc['axis']}",
     )
     skipped = doc["skipped"]
     shared = doc["shared"]
