@@ -23,10 +23,22 @@ def demo_commands() -> list[list[str]]:
     assert recipe is not None, "the Makefile has no demo target"
     cmds = []
     for line in recipe.group(1).splitlines():
-        words = shlex.split(line.strip())
+        words = shlex.split(line.strip(), comments=True)
         if words[:1] == ["$(CLI)"] and words[1] != "validate":
-            cmds.append(words[1:])
+            # the shell expands a pattern (the replay's dumps), from the checkout
+            globbed = [sorted(str(p) for p in REPO.glob(w)) if "*" in w else [w] for w in words]
+            cmds.append([w for ws in globbed[1:] for w in ws])
     return cmds
+
+
+def test_the_demo_recipe_echoes_within_100_columns() -> None:
+    """make prints each recipe line before running it: that is demo output too."""
+    text = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", text, re.M)
+    assert recipe is not None
+    cli = ".venv/bin/ane-kdma"  # what $(CLI) echoes as in a checkout
+    echoed = [line.strip().replace("$(CLI)", cli) for line in recipe.group(1).splitlines()]
+    assert all(len(line) <= WIDTH for line in echoed), echoed
 
 
 def test_the_demo_recipe_is_read() -> None:
