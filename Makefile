@@ -41,7 +41,7 @@ TEST_ENV := $(VENV)/.extra-tests
 # The main job: the real M3 register dumps replayed on the RTL beside the
 # measurement, the erratum at k x 0x4000 on the RTL, validation, and the plots.
 demo: $(SIM_ENV)
-	$(CLI) replay --engine rtl data/dumps/m3_n4096_d2044.txt data/dumps/m3_n4096_d2048.txt data/dumps/m3_n4096_d2052.txt
+	$(CLI) replay --engine rtl data/dumps/m3_n4096_d*.txt
 	$(CLI) erratum --engine rtl
 	$(CLI) validate
 	$(CLI) sweep --out out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -369,8 +370,13 @@ def test_patch_text_output(notched, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
     out = capsys.readouterr().out
     # the contract moved: compressed weights count too, and the axis is named
-    assert f"8 stored weights; would split {len(report['changed'])} along cin" in out
-    assert "decode step (every stored weight once, marginal times" in out  # then the band's words
+    # one header naming engine, chip and profile, as every result command has (issue 30)
+    assert out.startswith(f"patch: {FAST} engine, chip m3, profile "), out
+    words = " ".join(out.split())  # the report wraps at 100 columns (a long path wraps it)
+    assert f"8 stored weights; would split {len(report['changed'])} along cin" in words
+    # the figures on one line, what they count (and the band's words) below
+    assert re.search(r"^decode step: \S+ .*us before, \S+ .*us after$", out, re.M), out
+    assert "\n  (every stored weight once, marginal times" in out
     assert all(c["op"] in out for c in report["changed"])
 
 

@@ -154,7 +154,7 @@ def test_dry_run_names_layers_and_the_decode_step(mlp, capsys: pytest.CaptureFix
     _, src, _ = mlp
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
     out = capsys.readouterr().out
-    assert "3 stored weights; would split 3 along cin" in out
+    assert "3 stored weights; would split 3 along cin" in " ".join(out.split())  # wrapped
     assert "model.layers.0.mlp.down_proj " in out  # the layer as PyTorch names it, not a guess
     assert "?" not in out and "layer names:" not in out
     line = next(x for x in out.splitlines() if x.startswith("decode step"))

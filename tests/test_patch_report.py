@@ -99,10 +99,13 @@ def test_skipping_every_op_leaves_the_decode_step_unsplit(mlp: Path, capsys) -> 
     assert d["before"] == d["after"] == full["before"] and d["held_whole"] == 3
     assert main(["patch", str(mlp), "--dry-run", "--engine", FAST, "--skip", "*"]) == 0
     out = capsys.readouterr().out
-    assert "3 stored weights; would split 0 along cin" in out
-    # then the band's words where the profile has fits, and each figure's band after it
+    assert "3 stored weights; would split 0 along cin" in " ".join(out.split())  # wrapped
+    # each figure with its band where the profile has fits; what it counts on the next line
     before = re.escape(str(full["before"]))
-    assert re.search(rf"3 kept whole, counted unsplit.*?\): {before}( \(\S+\))? us before, ", out)
+    assert re.search(rf"^decode step: {before}( \(\S+\))? us before, ", out, re.M), out
+    assert re.search(
+        r"^  \(every stored weight once, marginal times; 3 kept whole, counted", out, re.M
+    )
 
 
 def test_a_skipped_op_counts_at_its_unsplit_time(mlp: Path, capsys) -> None:
@@ -153,7 +156,7 @@ def test_an_op_patch_cannot_plan_is_named_as_left_out_of_the_decode_step(
     # a --skip of an op already left alone matches it: not refused
     assert _json(capsys, ["patch", str(src), "--dry-run", "--skip", "conv_0*"])["skipped"] == [s]
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the words: lines wrap at 100 columns
     assert "not in the decode step: 1 op left alone that patch cannot plan (conv_0_cast" in out
 
 
@@ -237,7 +240,7 @@ def test_the_report_shows_dotted_names_and_says_which_are_guesses(tmp_path: Path
     assert doc["unchanged"] == ["main/linear_1_cast_fp16"]
     argv = ["patch", str(src), "--dry-run", "--engine", FAST, "--skip", "*feedfwd_w_in*"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the words: lines wrap at 100 columns
     assert "left alone: linear_0_cast_fp16 (linear, model.layers.0.feedfwd.w.in?)" in out
     doc = _json(capsys, ["patch", str(src), "--dry-run", "--skip", "*feedfwd_w_in*"])
     (s,) = doc["skipped"]
@@ -245,7 +248,7 @@ def test_the_report_shows_dotted_names_and_says_which_are_guesses(tmp_path: Path
     assert "? marks a guessed layer name" in out
     # a name from the known lists is not a guess: no mark, no note
     assert main(["patch", str(src), "--dry-run", "--engine", FAST, "--skip", "lm_head"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the words: lines wrap at 100 columns
     assert "(linear, lm_head): --skip lm_head" in out and "?" not in out
 
 
@@ -315,13 +318,15 @@ def test_a_compressed_weight_two_functions_share_counts_once(tmp_path: Path, cap
     assert (doc["weight_bytes_in"], doc["weight_bytes_out"]) == (_size(src), _size(dst))
     assert _size(dst) <= _size(src) * 1.01
     assert main(["patch", str(src), "--dry-run", "--engine", FAST]) == 0
-    assert f"offsets ({doc['side_bytes']} bytes in all)" in capsys.readouterr().out
+    words = " ".join(capsys.readouterr().out.split())  # the words: lines wrap at 100 columns
+    assert f"offsets ({doc['side_bytes']} bytes in all)" in words
 
 
 def test_the_printed_size_change_is_the_weight_files(mlp: Path, tmp_path: Path, capsys) -> None:
     dst = tmp_path / "out.mlpackage"
     assert main(["patch", str(mlp), str(dst), "--engine", FAST]) == 0
-    line = capsys.readouterr().out.splitlines()[-1]
+    out = capsys.readouterr().out
+    line = " ".join(out.split()[out.split().index("wrote") :])  # the last line, as it may wrap
     m = re.search(r"weight files ([0-9.]+) MiB -> ([0-9.]+) MiB, ([+-][0-9,]+) bytes", line)
     assert m is not None, line
     assert int(m.group(3).replace(",", "")) == _size(dst) - _size(mlp)

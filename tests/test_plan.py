@@ -252,7 +252,7 @@ def test_plan_explain_in_words(capsys: pytest.CaptureFixture[str]) -> None:
         )
         == 0
     )
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the words, whatever lines they wrap to
     assert "inside the +/-256-line window" in out and "outside the +/-256-line window" in out
     assert "chosen: Cin" in out and "left whole" in out and "rejected:" in out  # Cin: the default
     rows = _json(capsys, ["plan", "--shape", "2048x4096", "--engine", FAST, "--explain", "--json"])

@@ -9,7 +9,8 @@ tests/test_docs.py re-runs them and fails with a diff when a block differs.
 Markers (an HTML comment on the line before a fenced block, blank lines allowed):
 
     <!-- transcript -->            the block's `$ ane-kdma ...` lines are run in
-                                   order; the lines after each are its stdout
+                                   order; the lines after each are its stdout (a
+                                   line ending in `\\` continues on the next)
     <!-- transcript setup -->      a ```python block run once, before the file's
                                    later transcripts, in the same scratch folder
                                    (it builds the inputs they read, e.g. a package)
@@ -85,8 +86,30 @@ class Block:
         """A block a reader takes for the tool's output (so it must be marked)."""
         return self.info in OUTPUT_INFOS or any(line.startswith("$ ") for line in self.body)
 
+    def shown_commands(self) -> list[list[str]]:
+        """Each command as the block shows it: its `$ ` line and any continuation lines.
+
+        A `$ ` line ending in a backslash continues on the next line, as in a shell,
+        so a long command is shown within 100 columns and still pastes as one.
+        """
+        out: list[list[str]] = []
+        going = False
+        for line in self.body:
+            if going:
+                out[-1].append(line)
+            elif line.startswith("$ "):
+                out.append([line])
+            else:
+                continue
+            going = line.endswith("\\")
+        return out
+
     def commands(self) -> list[str]:
-        return [line[2:] for line in self.body if line.startswith("$ ")]
+        """Each command as one line (continuations joined), without its `$ `."""
+        return [
+            " ".join(part.removesuffix("\\").strip() for part in shown)[2:]
+            for shown in self.shown_commands()
+        ]
 
 
 def blocks(path: Path, lines: Sequence[str] | None = None) -> list[Block]:
@@ -207,8 +230,8 @@ class Runner:
 def render(block: Block, runner: Runner) -> list[str]:
     """The block's body as the tool prints it today."""
     out: list[str] = []
-    for line in block.commands():
-        out.append(f"$ {line}")
+    for shown, line in zip(block.shown_commands(), block.commands(), strict=True):
+        out.extend(shown)
         out.extend(runner.run(line, block.where))
     return out
 

@@ -232,16 +232,98 @@ def header_text(title: str, chip: chips.Chip, engine: str | None, detail: str = 
 
 
 def print_header(title: str, chip: chips.Chip, engine: str | None, detail: str = "") -> None:
-    """Print :func:`header_text` (text output only: a --json document carries no header)."""
-    print(header_text(title, chip, engine, detail))
+    """Print :func:`header_text` in WIDTH columns (text output only: --json carries no header)."""
+    print_wrapped(header_text(title, chip, engine, detail))
 
 
-def print_table(rows: Sequence[dict[str, object]], keys: Sequence[str]) -> None:
+WIDTH = 100  # columns of text output: prose wraps and tables fold to fit (validate's width too)
+INDENT = "  "  # a wrapped line's continuation
+
+
+def wrapped(text: str, width: int = WIDTH) -> list[str]:
+    """`text` in `width` columns, continuation lines indented by :data:`INDENT`.
+
+    Why breaks after "; " first: a header or a note is a list of clauses, and a
+    clause kept whole reads better than one cut at the last space that fits; a
+    clause longer than a line is then wrapped at spaces (a word is never cut).
+    """
+    import textwrap
+
+    out: list[str] = []
+    line = ""
+    for clause in text.split("; "):
+        lead = INDENT if out else ""
+        joined = f"{line}; {clause}" if line else clause
+        if len(lead + joined) <= width:
+            line = joined
+            continue
+        if line and len(INDENT + clause) <= width:
+            # the clause starts the next line whole; this one keeps its semicolon
+            out.append(f"{lead}{line};")
+            line = clause
+            continue
+        # a clause longer than a line: wrapped at spaces, from where this line stands
+        pieces = textwrap.wrap(
+            joined,
+            width,
+            initial_indent=lead,
+            subsequent_indent=INDENT,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [lead]
+        out += pieces[:-1]
+        line = pieces[-1][len(lead) if len(pieces) == 1 else len(INDENT) :]
+    out.append((INDENT if out else "") + line)
+    return out
+
+
+def print_wrapped(text: str) -> None:
+    """Print :func:`wrapped`: one line of prose (a header, a note) in WIDTH columns."""
+    for line in wrapped(text):
+        print(line)
+
+
+def table_lines(
+    rows: Sequence[dict[str, object]], keys: Sequence[str], keep: int = 1, width: int = WIDTH
+) -> list[str]:
+    """Right-aligned columns; a table wider than `width` folds into stacked sections.
+
+    Each section repeats the first `keep` columns (what names a row), so a row
+    is read across sections by them, as a wide data frame prints; sections are
+    separated by a blank line. Why fold rather than abbreviate: every figure
+    and band stays whole in a terminal of `width` columns.
+    """
     cells = [[one_line(str(r.get(k, ""))) for k in keys] for r in rows]
     widths = [max(len(k), *(len(row[j]) for row in cells)) for j, k in enumerate(keys)]
-    print("  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True)))
-    for row in cells:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+    def span(cols: Sequence[int]) -> int:
+        return sum(widths[j] for j in cols) + 2 * (len(cols) - 1)
+
+    def render(cols: Sequence[int]) -> list[str]:
+        lines = ["  ".join(keys[j].rjust(widths[j]) for j in cols)]
+        lines += ["  ".join(row[j].rjust(widths[j]) for j in cols) for row in cells]
+        return [line.rstrip() for line in lines]  # an empty last cell pads nothing
+
+    every = list(range(len(keys)))
+    lead = every[:keep]
+    if span(every) <= width or len(keys) <= keep:
+        return render(every)
+    sections: list[list[int]] = [[]]
+    for j in every[keep:]:
+        if sections[-1] and span([*lead, *sections[-1], j]) > width:
+            sections.append([])
+        sections[-1].append(j)
+    out: list[str] = []
+    for section in sections:
+        out += [""] if out else []
+        out += render([*lead, *section])
+    return out
+
+
+def print_table(rows: Sequence[dict[str, object]], keys: Sequence[str], keep: int = 1) -> None:
+    """Print :func:`table_lines` (a table in WIDTH columns, folded if need be)."""
+    for line in table_lines(rows, keys, keep):
+        print(line)
 
 
 # ---------------------------------------------------------------- messages and stdout

@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     where = f" in {len(fns)} functions" if many else ""
     n = doc["weights"]
     weights = f"{n} stored weight{'' if n == 1 else 's'}"
-    print(
-        f"{doc['in']}: {weights}{where}; {verb} {len(changed)} along "
-        f"{doc['axis']} ({doc['variant']} hardware, chip {chip.name}, {doc['engine']} engine)"
+    common.print_header(
+        "patch",
+        chip,
+        str(doc["engine"]),
+        f"{doc['variant']} hardware; {doc['in']}: {weights}{where}; "
+        f"{verb} {len(changed)} along {doc['axis']}",
     )
     skipped = doc["skipped"]
     shared = doc["shared"]
@@ -113,44 +116,46 @@ def run(args: argparse.Namespace) -> int:
         if many:
             keys.insert(0, "function")
         rows = [{**c, "layer": _layer(c), "parts": "+".join(map(str, c["parts"]))} for c in changed]
-        common.print_table(rows, keys)
+        common.print_table(rows, keys, keep=2 if many else 1)
         side = doc["side_bytes"]
         if side:
-            print(
+            common.print_wrapped(
                 f"compressed weights are planned on what they store, their LUTs, scales and "
                 f"offsets ({side} bytes in all) streamed with their channels (an assumption)"
             )
     for x in shared:
-        print(
+        common.print_wrapped(
             f"shared: {_layer(x)} is also read by {', '.join(x['readers'])[:80]}, so it "
             f"stays stored whole too ({x['bytes']} bytes duplicated; --skip it to avoid)"
         )
     for s in skipped:
         layer = _layer(s)
         named = f", {layer}" if layer and layer != s["op"] else ""
-        print(f"left alone: {_where(s, many)} ({s['op_type']}{named}): {s['reason']}")
+        common.print_wrapped(
+            f"left alone: {_where(s, many)} ({s['op_type']}{named}): {s['reason']}"
+        )
     if any(r.get("module_guessed") for r in [*changed, *skipped, *shared]):
-        print(GUESSED)
+        common.print_wrapped(GUESSED)
     if args.dry_run:
         d = doc["decode_us"]
         assert isinstance(d, dict)
         fn = f" of {d['function']}" if many else ""
         held = f"; {d['held_whole']} kept whole, counted unsplit" if d["held_whole"] else ""
         held += f"; {bands.header(chip)}" if "before_band" in d else ""
-        print(
-            f"decode step{fn} (every stored weight once, marginal times{held}): "
-            f"{bands.text(d, 'before')} us before, {bands.text(d, 'after')} us after"
-        )
+        # the figures on one line, what they count on the next (held to WIDTH columns)
+        before, after = bands.text(d, "before"), bands.text(d, "after")
+        print(f"decode step{fn}: {before} us before, {after} us after")
+        common.print_wrapped(f"{common.INDENT}(every stored weight once, marginal times{held})")
         gone = d["not_counted"]
         if gone:
-            print(
+            common.print_wrapped(
                 f"not in the decode step: {len(gone)} op{'' if len(gone) == 1 else 's'} left "
                 f"alone that patch cannot plan ({', '.join(gone)[:60]})"
             )
     if doc["out"]:
         w_in, w_out = doc["weight_bytes_in"], doc["weight_bytes_out"]
         assert isinstance(w_in, int) and isinstance(w_out, int)
-        print(
+        common.print_wrapped(
             f"wrote {doc['out']} (weight files {_mib(w_in)} -> {_mib(w_out)}, "
             f"{w_out - w_in:+,} bytes)"
         )

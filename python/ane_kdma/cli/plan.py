@@ -130,5 +130,5 @@ def run(args: argparse.Namespace) -> int:
         for r in rows:
             print()
             for line in r.explanation:
-                print(line)
+                common.print_wrapped(line)
     return 0
