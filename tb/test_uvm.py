@@ -2,9 +2,10 @@
 
 Each hypothesis the RTL has runs two builds, the same parameter dicts as tb/test_kdma.py (so the
 builds are shared): the single-core build runs ``uvm.tests.KdmaRegressionTest``
-and the 16-core build ``uvm.tests.KdmaMultiCoreTest``. Each run fails on the
-coverage bins it owns; this test then merges the two JSON coverage files of
-the hypothesis and fails on any bin both missed, or any illegal bin hit.
+and the 16-core build ``uvm.tests.KdmaMultiCoreTest`` (in `make test`, the readings of
+tb/test_kdma.py's MULTI_MODES; every reading under KDMA_FULL=1). Each run fails on the
+coverage bins it owns; this test then merges the JSON coverage files of
+the hypothesis and fails on any bin all its runs missed, or any illegal bin hit.
 
 Knobs (see tb/uvm/knobs.py): KDMA_SEED, KDMA_UVM_TRANSFERS, KDMA_UVM_KMAX,
 KDMA_UVM_LINE_CHECK, KDMA_FULL. They are resolved and checked here, before a
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from test_kdma import MODES, MULTI_CORES, TOP, grouped, params
+from test_kdma import MODES, MULTI_CORES, MULTI_MODES, TOP, grouped, params
 from uvm.covermodel import Coverage
 from uvm.items import KdmaTaskItem
 from uvm.knobs import ENV_COVERAGE, Knobs
@@ -39,13 +40,20 @@ def knobs_for(sim: str, environ: Mapping[str, str] = os.environ) -> Knobs:
 
 
 # In the xdist group of the hypothesis's 16-core build (tb/test_kdma.py's multicore cases):
-# one worker builds it, and the run's longest items start with the big groups, not last.
-@pytest.mark.parametrize("hyp", grouped(MODES, MULTI_CORES))
+# one worker builds it, and the run's longest items start with the big groups, not last. A
+# reading `make test` builds at one core only (tb/test_kdma.py's MULTI_MODES) runs the
+# single-core build, in that build's group, and owns its bins only (`make regress`: both).
+@pytest.mark.parametrize(
+    "hyp",
+    grouped(MULTI_MODES, MULTI_CORES) + grouped([h for h in MODES if h not in MULTI_MODES], 1),
+)
 def test_uvm(sim: str, hyp: Hypothesis, tmp_path: Path) -> None:
     knobs = knobs_for(sim)
     print(f"uvm {hyp.name}: {knobs.describe()}")
     parts = []
     for cores, case in BUILDS:
+        if cores > 1 and hyp not in MULTI_MODES:
+            continue
         out = tmp_path / f"coverage-{hyp.name}-{cores}.json"
         env = {**knobs.to_env(), ENV_COVERAGE: str(out)}
         run(sim, TOP, params(hyp, cores), "uvm.tests", case, extra_env=env, test_dir=tmp_path)

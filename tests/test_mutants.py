@@ -35,6 +35,24 @@ def _norm(text: str) -> str:
     return " ".join(mutants._mask_comments(text).split())
 
 
+def test_make_test_builds_every_16_core_model_the_mutant_set_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI runs make test, then the mutant set: the 16-core readings of the one are those of the
+    other (tb/test_kdma.py's MULTI_MODES), so each 16-core model is compiled once; a mutant
+    moved to another reading at 16 cores must move the tb's list with it."""
+    monkeypatch.syspath_prepend(str(REPO / "tb"))
+    monkeypatch.delenv("KDMA_FULL", raising=False)
+    import importlib
+
+    import test_kdma
+
+    tb = importlib.reload(test_kdma)  # MULTI_MODES as make test computes it (no KDMA_FULL)
+    wanted = {mode for m in mutants.MUTANTS if m.cores > 1 for mode in m.modes}
+    assert {h.name for h in tb.MULTI_MODES} == wanted
+    assert wanted and len(wanted) < len(tb.MODES)  # the list is a real subset, not every mode
+
+
 def test_every_mutant_applies_once_to_todays_rtl() -> None:
     assert mutants.stale() == []
     for m in mutants.MUTANTS:
